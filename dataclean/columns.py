@@ -1,0 +1,33 @@
+"""Column names of the dataclean row contract (see DESIGN.md, "Contracts").
+
+Every stage and writer refers to columns through these constants, so a rename is one edit.
+"""
+
+from __future__ import annotations
+
+ID = "id"
+TEXT = "text"
+PARENT_ID = "parent_id"
+LANG = "lang"
+TEXT_HASH = "text_hash"
+PPL = "ppl"
+PPL_BUCKET = "ppl_bucket"
+DUP_CLUSTER = "dup_cluster"
+DUP_SCORE = "dup_jaccard"
+WEIGHT = "weight"
+
+# Only in the excluded/ and quarantined/ outputs.
+STAGE = "stage"
+REASON = "reason"
+
+# Added by the reader: undecodable bytes removed from the row's text.
+BAD_BYTES = "bad_bytes"
+# Added by the clean stage: characters removed or replaced by clean_text.
+REMOVED_CHARS = "clean_removed_chars"
+
+# Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
+# The runner removes this column before anything is written.
+DROP_REASON = "__drop_reason"
+
+# Contract columns first, in this order, in every output file.
+LEADING = (ID, TEXT, PARENT_ID, LANG, TEXT_HASH, WEIGHT, DUP_CLUSTER, PPL, PPL_BUCKET)

@@ -1,0 +1,37 @@
+"""One exception base for everything a user can cause; the CLI turns it into one line and an exit code."""
+
+from __future__ import annotations
+
+
+class DatacleanError(Exception):
+    """A problem with the user's input or settings, reported without a traceback.
+
+    `exit_code` is what the CLI exits with. Subclasses name where the problem is.
+    """
+
+    exit_code = 2
+
+
+class InputError(DatacleanError):
+    """An input file that cannot be read as asked; names the file and, where there is one, the row."""
+
+    def __init__(self, path: str, message: str, row: int | str | None = None) -> None:
+        self.path = path
+        self.row = row
+        self.detail = message
+        where = f"{path}" if row is None else f"{path}, row {row}"
+        super().__init__(f"{where}: {message}")
+
+
+class ConfigError(DatacleanError):
+    """An invalid stage parameter or option; names the field and what would be valid."""
+
+
+class OutputError(DatacleanError):
+    """The output folder cannot be used as asked (exists with another config, not writable...)."""
+
+
+class StageError(DatacleanError):
+    """A stage failed on a row; names the stage, the input shard and the row id."""
+
+    exit_code = 3

@@ -1,0 +1,129 @@
+"""The stage contract: a named callable from an Arrow table to an Arrow table.
+
+A stage adds or replaces columns, or marks rows to drop with a reason (`with_drops`). It never
+writes files, never counts, never times and never imports Ray: the runner (`dataclean.runner`) splits
+kept from dropped rows, prefixes the reason with the stage name, counts and times every stage.
+
+Stages are dataclasses whose init fields are their parameters: typed, validated in
+`__post_init__` (raise `ConfigError` naming the field), and settable from the CLI with
+`--set STAGE.PARAM=VALUE` (see `dataclean.config`). Heavy resources (models) are loaded in
+`setup()`, which each worker calls once before its first batch, never once per batch.
+
+A `GlobalStage` is a barrier (dedup, corpus percentiles): `observe` sees every shard's rows and
+returns a small summary table, `fit` reduces all summaries (on the driver, using the executor for
+distributed work), then `__call__` applies the result row by row like any other stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import pyarrow as pa
+
+from dataclean import columns as C
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Stage(ABC):
+    """One step of a pipeline. Subclasses are dataclasses; see the module docstring for the contract.
+
+    `name` is the stage name used in `--only/--skip/--set` and as the prefix of every drop reason.
+    `destination` is the output folder that receives the rows this stage drops.
+    """
+
+    name: ClassVar[str]
+    destination: ClassVar[str] = "excluded"
+
+    def setup(self) -> None:  # noqa: B027 - optional hook, most stages need nothing
+        """Load heavy resources once per worker process; called before the first batch."""
+
+    @abstractmethod
+    def __call__(self, table: pa.Table) -> pa.Table:
+        """Return the table with columns added/replaced and rows to drop marked by `with_drops`."""
+
+    def params(self) -> dict[str, Any]:
+        """The stage's parameters (its dataclass init fields), for the manifest and config hash."""
+        if not dataclasses.is_dataclass(self):
+            return {}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+
+
+class MapFunction(Protocol):
+    """What an executor maps: a picklable callable, shipped once to each worker."""
+
+    def __call__(self, item: Any) -> Any: ...
+
+
+class Executor(Protocol):
+    """Runs a function over work items in parallel and returns the results in item order."""
+
+    workers: int
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        on_result: Callable[[int, R], None] | None = None,
+    ) -> list[R]: ...
+
+
+@dataclass
+class FitContext:
+    """What a global stage's `fit` gets: the summaries its `observe` produced, and where to work.
+
+    `summaries` are Parquet files, one per input shard that produced summary rows, in shard order.
+    `scratch` is a local or remote folder private to this stage for files that `fit` writes.
+    `executor` runs distributed steps of the reduce (`executor.map`).
+    """
+
+    summaries: list[str]
+    scratch: str
+    executor: Executor
+
+
+class GlobalStage(Stage):
+    """A barrier stage: needs every shard's summary before any row can be decided.
+
+    Order of calls: `observe` on every batch of every shard (on workers) -> `fit` once (driver)
+    -> `__call__` on every batch (on workers; the fitted stage is pickled to them, so the state
+    `fit` leaves on `self` must be small: put large state in files under `FitContext.scratch`).
+    """
+
+    def observe(self, table: pa.Table) -> pa.Table | None:
+        """Summary rows of this batch that `fit` needs (e.g. ids and signatures); None for none."""
+        return None
+
+    @abstractmethod
+    def fit(self, context: FitContext) -> None:
+        """Reduce all summaries into the state that `__call__` applies."""
+
+
+def with_drops(table: pa.Table, reasons: pa.Array | Sequence[str | None]) -> pa.Table:
+    """Mark rows to drop: `reasons[i]` is the reason for row i (without the stage prefix), or None.
+
+    Reasons are short and namespaced by kind, then detail: `empty`, `exact_of:<id>`,
+    `error:ValueError`. The runner prefixes the stage name (`clean:empty`) and counts by kind.
+    """
+    array = reasons if isinstance(reasons, pa.Array) else pa.array(reasons, type=pa.string())
+    if len(array) != table.num_rows:
+        raise ValueError(f"{len(array)} drop reasons for {table.num_rows} rows")
+    index = table.schema.get_field_index(C.DROP_REASON)
+    if index >= 0:
+        # A stage marking twice keeps the first reason.
+        import pyarrow.compute as pc
+
+        array = pc.coalesce(table.column(index), array)
+        return table.set_column(index, C.DROP_REASON, array)
+    return table.append_column(C.DROP_REASON, array.cast(pa.string()))
+
+
+def reason_kind(reason: str) -> str:
+    """The countable part of a reason: `stage:kind` (`dedup:exact_of:abc` -> `dedup:exact_of`)."""
+    parts = reason.split(":", 2)
+    return ":".join(parts[:2])
