@@ -44,7 +44,9 @@ def _fmix32(h: np.uint32) -> np.uint32:
 
 
 @nb.njit(cache=True)
-def _min_permuted(mixed: np.ndarray, count: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+def _min_permuted(
+    mixed: np.ndarray, count: int, a: np.ndarray, b: np.ndarray, out: np.ndarray
+) -> None:
     # Four permutations per pass over the shingles: LLVM vectorizes the inner loop over shingles
     # with four running minima (about 3x faster than one permutation per pass).
     num_perm = len(a)
@@ -141,6 +143,10 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 def as_datasketch(signature: np.ndarray, seed: int) -> LeanMinHash:
     """A datasketch LeanMinHash holding one of our signatures (to use datasketch's own tools)."""
     minhash = MinHash(
-        num_perm=len(signature), seed=seed, hashfunc=ShingleHash(WORDS), hashvalues=signature, scheme="affine32"
+        num_perm=len(signature),
+        seed=seed,
+        hashfunc=ShingleHash(WORDS),
+        hashvalues=signature,
+        scheme="affine32",
     )
     return LeanMinHash(minhash)
