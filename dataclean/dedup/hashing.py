@@ -156,7 +156,8 @@ def xxh64(buf: np.ndarray, start: int, end: int, seed: int) -> np.uint64:
 
 
 @nb.njit(cache=True)
-def _xxh64_ranges(buf: np.ndarray, offsets: np.ndarray, seed: int) -> np.ndarray:
+def xxh64_ranges(buf: np.ndarray, offsets: np.ndarray, seed: int) -> np.ndarray:
+    """XXH64 of each range `buf[offsets[i]:offsets[i + 1]]`."""
     out = np.empty(len(offsets) - 1, dtype=np.uint64)
     for row in range(len(offsets) - 1):
         out[row] = xxh64(buf, offsets[row], offsets[row + 1], seed)
@@ -166,7 +167,7 @@ def _xxh64_ranges(buf: np.ndarray, offsets: np.ndarray, seed: int) -> np.ndarray
 def xxh64_strings(array: object, seed: int = 0) -> np.ndarray:
     """XXH64 of every UTF-8 value of a pyarrow string array (nulls hash like the empty string)."""
     data, offsets = string_buffers(array)
-    return _xxh64_ranges(data, offsets, seed)
+    return xxh64_ranges(data, offsets, seed)
 
 
 def string_buffers(array: object) -> tuple[np.ndarray, np.ndarray]:
