@@ -119,7 +119,7 @@ class ReduceEdges:
 
 
 def star_edges(keys: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """Edges (node, smallest node with the same key) for every bucket of two or more, deduplicated."""
+    """Edges (node, smallest node sharing its key) for every bucket of two or more, deduplicated."""
     if len(keys) == 0:
         return np.empty((0, 2), dtype=np.int64)
     order = np.lexsort((nodes, keys))

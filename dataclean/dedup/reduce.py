@@ -75,6 +75,31 @@ def _row_bytes(files: Sequence[SourceFile], columns: set[str]) -> float:
     return total / max(rows, 1)
 
 
+def _connect(
+    executor: Executor, reducer: ReduceEdges, partitions: int, nodes: int
+) -> tuple[np.ndarray, int, int]:
+    """Reduce every partition to edges and merge them on the driver as they arrive.
+
+    Returns each node's component label (-1 when alone), the edge count, the peak task memory.
+    """
+    components = Components(nodes)
+    edge_count = 0
+
+    def merge(_: int, result: tuple[str, int, int]) -> None:
+        nonlocal edge_count
+        path, count, _peak = result
+        if os.path.exists(path):  # merged once, whether or not the executor calls on_result
+            components.add(np.load(path))
+            os.remove(path)
+            edge_count += count
+
+    results = executor.map(reducer, range(partitions), on_result=merge)
+    for index, result in enumerate(results):
+        merge(index, result)
+    peak = max([0, *(peak for _, _, peak in results)])
+    return components.labels(), edge_count, peak
+
+
 def find_duplicates(
     summaries: Sequence[str],
     scratch: str,
@@ -110,27 +135,13 @@ def find_duplicates(
     lap("partition")
 
     edges_folder = _fresh(os.path.join(scratch, "edges"))
-    components = Components(nodes)
-    edge_count = 0
-
-    def merge(_: int, result: tuple[str, int, int]) -> None:
-        nonlocal edge_count
-        path, count, _peak = result
-        if os.path.exists(path):
-            components.add(np.load(path))
-            os.remove(path)
-            edge_count += count
-
     reducer = ReduceEdges(tuple(mapper.path(source.index) for source in files), edges_folder)
-    results = executor.map(reducer, range(key_partitions), on_result=merge)
-    for index, result in enumerate(results):  # executors that do not call on_result
-        merge(index, result)
-    worker_peak = max([worker_peak, *(peak for _, _, peak in results)])
+    labels, edge_count, peak = _connect(executor, reducer, key_partitions, nodes)
+    worker_peak = max(worker_peak, peak)
     shutil.rmtree(pairs_folder, ignore_errors=True)
     lap("edges")
 
     labels_folder = _fresh(os.path.join(scratch, "labels"))
-    labels = components.labels()
     gather_sources = []
     candidates = 0
     for source in files:
@@ -140,7 +151,7 @@ def find_duplicates(
             np.save(os.path.join(labels_folder, f"{source.index:06d}.npy"), part)
             gather_sources.append(source)
             candidates += count
-    del labels, components
+    del labels
     lap("components")
 
     candidates_folder = _fresh(os.path.join(scratch, "candidates"))

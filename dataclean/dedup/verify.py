@@ -223,22 +223,22 @@ def _decide_kernel(
     entries = 0
     seen = np.full(count, -1, dtype=np.int64)
     for x in range(count):
-        if do_exact and not earlier[x]:
-            if exact_hash[x] in first_with_text:
-                rep = first_with_text[exact_hash[x]]
-                if kind[rep] == NEAR:
-                    kind[x], target[x], score[x] = NEAR, target[rep], score[rep]
-                else:
-                    kind[x], target[x], score[x] = EXACT, rep, 1.0
-                    kind[rep] = KEPT
-                continue
+        if do_exact and not earlier[x] and exact_hash[x] in first_with_text:
+            rep = first_with_text[exact_hash[x]]
+            if kind[rep] == NEAR:
+                kind[x], target[x], score[x] = NEAR, target[rep], score[rep]
+            else:
+                kind[x], target[x], score[x] = EXACT, rep, 1.0
+                kind[rep] = KEPT
+            continue
         if do_exact and exact_hash[x] not in first_with_text:
             first_with_text[exact_hash[x]] = x
         if do_near and not earlier[x]:
             best = -1
             best_similarity = -1.0
             for k in range(key_offsets[x], key_offsets[x + 1]):
-                entry = head[key_values[k]] if key_values[k] in head else -1
+                # (typed Dict.get returns an Optional that numba cannot index with)
+                entry = head[key_values[k]] if key_values[k] in head else -1  # noqa: SIM401
                 while entry >= 0:
                     center = entry_center[entry]
                     entry = entry_next[entry]
@@ -262,7 +262,8 @@ def _decide_kernel(
         if do_near:  # x is kept: later members may be its near duplicates
             for k in range(key_offsets[x], key_offsets[x + 1]):
                 entry_center[entries] = x
-                entry_next[entries] = head[key_values[k]] if key_values[k] in head else -1
+                previous = head[key_values[k]] if key_values[k] in head else -1  # noqa: SIM401
+                entry_next[entries] = previous
                 head[key_values[k]] = entries
                 entries += 1
     return kind, target, score

@@ -22,7 +22,8 @@ Bands and rows default to datasketch's optimizer weighted 9:1 towards recall
 training data makes language models better"), threshold 0.7 as in data-juicer and text-dedup.
 
 Memory: observe holds one batch; fit's driver 9 bytes per row; each fit task one summary file
-or one partition (`dataclean.dedup.reduce`); __call__ the decided rows (`dataclean.dedup.decisions`).
+or one partition (`dataclean.dedup.reduce`); __call__ the decided rows
+(`dataclean.dedup.decisions`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from dataclean.stage import FitContext, GlobalStage, with_drops
 
 @dataclass
 class DropDuplicates(GlobalStage):
-    """Drop exact and near-duplicate rows, keeping one row per cluster (see the module docstring)."""
+    """Drop exact and near-duplicate rows, keeping one row per cluster (module docstring)."""
 
     name: ClassVar[str] = "dedup"
 
