@@ -198,7 +198,7 @@ def test_keep_rules(tmp_path: Path) -> None:
     highest = decisions(run(DropDuplicates(keep="-ppl"), table, tmp_path))
     assert highest["a"] == (None, "a")
     assert highest["c"] == ("exact_of:a", "a")  # null score loses
-    with pytest.raises(ConfigError, match="dedup.keep"):
+    with pytest.raises(ConfigError, match=r"dedup\.keep"):
         DropDuplicates(keep="missing_column").observe(table)
 
 
