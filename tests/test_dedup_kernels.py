@@ -154,9 +154,9 @@ def test_band_keys_match_when_bands_match() -> None:
 
 
 def test_bands_are_chosen_for_recall() -> None:
-    assert choose_bands(0.7, 128) == (20, 6)
-    assert choose_bands(0.8, 128) == (14, 9)
-    assert candidate_probability(0.8, 20, 6) > 0.99
+    assert choose_bands(0.7, 128) == (23, 5)
+    assert choose_bands(0.8, 128) == (17, 7)
+    assert candidate_probability(0.7, 23, 5) > 0.98
 
 
 def test_star_edges_and_components() -> None:

@@ -122,20 +122,26 @@ def star_edges(keys: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     """Edges (node, smallest node sharing its key) for every bucket of two or more, deduplicated."""
     if len(keys) == 0:
         return np.empty((0, 2), dtype=np.int64)
-    order = np.lexsort((nodes, keys))
+    order = np.argsort(keys)
     keys = keys[order]
     nodes = nodes[order]
     first = np.ones(len(keys), dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
-    bucket_start = np.flatnonzero(first)
-    bucket_of = np.cumsum(first) - 1
-    minimum = nodes[bucket_start][bucket_of]
-    members = ~first & (nodes != minimum)
+    starts = np.flatnonzero(first)
+    sizes = np.diff(np.append(starts, len(keys)))
+    shared = np.repeat(sizes > 1, sizes)  # only buckets of two or more make edges
+    if not shared.any():
+        return np.empty((0, 2), dtype=np.int64)
+    nodes = nodes[shared]
+    sizes = sizes[sizes > 1]
+    bucket_starts = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=bucket_starts[1:])
+    minimum = np.repeat(np.minimum.reduceat(nodes, bucket_starts), sizes)
+    members = nodes != minimum
     edges = np.stack([nodes[members], minimum[members]], axis=1)
     if len(edges) == 0:
         return edges
-    order = np.lexsort((edges[:, 1], edges[:, 0]))
-    edges = edges[order]
-    keep = np.ones(len(edges), dtype=bool)
-    keep[1:] = np.any(edges[1:] != edges[:-1], axis=1)
-    return edges[keep]
+    edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]
+    distinct = np.ones(len(edges), dtype=bool)
+    distinct[1:] = np.any(edges[1:] != edges[:-1], axis=1)
+    return edges[distinct]

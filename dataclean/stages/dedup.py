@@ -17,7 +17,7 @@ the result does not depend on shard count, worker count or executor. With `index
 duplicate an earlier output (`dataclean.dedup.index`) are dropped too, and earlier rows always
 win. Empty and short texts: see `dataclean.dedup.shingles`.
 
-Bands and rows default to datasketch's optimizer weighted 9:1 towards recall
+Bands and rows default to datasketch's optimizer weighted 49:1 towards recall
 (`dataclean.dedup.lsh`); near-dedup practice: Broder 1997, Lee et al. 2022 ("Deduplicating
 training data makes language models better"), threshold 0.7 as in data-juicer and text-dedup.
 
