@@ -29,7 +29,6 @@ import json
 import os
 import random
 import re
-import resource
 import shutil
 import sys
 import time
@@ -43,15 +42,16 @@ import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataclean import columns as C  # noqa: E402
-from dataclean.dedup.minhash import band_keys, signatures  # noqa: E402
-from dataclean.dedup.shingles import CHARACTERS, Normalized, shingles  # noqa: E402
-from dataclean.stage import FitContext  # noqa: E402
-from dataclean.stages.dedup import DropDuplicates  # noqa: E402
+from dataclean import columns as C
+from dataclean.dedup.minhash import band_keys, signatures
+from dataclean.dedup.partition import peak_memory_bytes
+from dataclean.dedup.shingles import CHARACTERS, Normalized, shingles
+from dataclean.stage import FitContext
+from dataclean.stages.dedup import DropDuplicates
 
 
 def _shared_data() -> Path:
-    """$DATACLEAN_SHARED_DATA, else ../shared/data next to the repository (or its worktree parent)."""
+    """$DATACLEAN_SHARED_DATA, else ../shared/data beside the repository or its worktree folder."""
     if "DATACLEAN_SHARED_DATA" in os.environ:
         return Path(os.environ["DATACLEAN_SHARED_DATA"])
     root = Path(__file__).resolve().parents[1]
@@ -131,8 +131,8 @@ def exact_copy(text: str, rng: random.Random) -> str:
     return rng.choice(variants)(text) + rng.choice(["", " ", "\n", "!"])
 
 
-def build_corpus(folder: Path, docs: int, shards: int, seed: int = 7) -> pa.Table:
-    """Write the labeled corpus as shards; returns the labels table (id, family, kind, rate)."""
+def build_corpus(folder: Path, docs: int, shards: int, seed: int = 7) -> None:
+    """Write the labeled corpus as shards, and its labels (id, family, kind, rate) next to them."""
     rng = random.Random(seed)
     pools = sentence_pools()
     vocabulary = {
@@ -179,7 +179,6 @@ def build_corpus(folder: Path, docs: int, shards: int, seed: int = 7) -> pa.Tabl
         }
     )
     pq.write_table(labels, folder.parent / "labels.parquet")
-    return labels
 
 
 # ---------------------------------------------------------------- signature throughput
@@ -190,7 +189,7 @@ def signature_speed(texts: list[str], langs: list[str]) -> dict[str, float]:
 
     sizes = sum(len(text.encode()) for text in texts) / 1e6
     modes = [CHARACTERS if lang == "zh" else 0 for lang in langs]
-    prepared = [shingles(text, 5, mode) for text, mode in zip(texts, modes)]
+    prepared = [shingles(text, 5, mode) for text, mode in zip(texts, modes, strict=True)]
     started = time.perf_counter()
     for row_shingles in prepared:
         minhash = MinHash(num_perm=128, seed=1, hashfunc=xxhash.xxh32_intdigest)
@@ -246,7 +245,7 @@ def _call(function: Any, item: Any) -> Any:
 
 
 def _peak() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return peak_memory_bytes()
 
 
 def _idle_worker(_: int) -> int:
@@ -328,6 +327,10 @@ def dedup_on_ray(
 # ---------------------------------------------------------------- precision / recall
 
 
+def ids_of(table: pa.Table) -> list[str]:
+    return table.column(C.ID).to_pylist()
+
+
 class TrueJaccard:
     """Exact Jaccard over 64-bit hashes of the reference shingle strings, cached per document."""
 
@@ -355,7 +358,7 @@ def evaluation_pairs(
     """Family pairs, loose-LSH candidates and random pairs, as (smaller id, larger id)."""
     pairs: set[tuple[str, str]] = set()
     by_family: dict[int, list[str]] = {}
-    for doc, family in zip(labels.column(C.ID).to_pylist(), labels.column("family").to_pylist()):
+    for doc, family in zip(ids_of(labels), labels.column("family").to_pylist(), strict=True):
         by_family.setdefault(family, []).append(doc)
     for members in by_family.values():
         for i, a in enumerate(members):
@@ -371,7 +374,7 @@ def evaluation_pairs(
         sorted_keys = keys[order, band]
         starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         ends = np.r_[starts[1:], len(order)]
-        for start, end in zip(starts, ends):
+        for start, end in zip(starts, ends, strict=True):
             if end - start > 1:
                 members = sorted(ids[i] for i in order[start:end])
                 for i, a in enumerate(members[:50]):
@@ -395,7 +398,7 @@ def precision_recall(
     for folder in ("data", "excluded"):
         table = pq.read_table(os.path.join(output, folder), columns=[C.ID, C.DUP_CLUSTER])
         for doc, kept in zip(
-            table.column(C.ID).to_pylist(), table.column(C.DUP_CLUSTER).to_pylist()
+            table.column(C.ID).to_pylist(), table.column(C.DUP_CLUSTER).to_pylist(), strict=True
         ):
             if kept is not None:
                 cluster[doc] = kept
@@ -427,6 +430,29 @@ def precision_recall(
 
 # ---------------------------------------------------------------- datatrove
 
+try:  # benchmark-only dependency
+    from datatrove.utils.word_tokenizers import WordTokenizer
+except ImportError:  # pragma: no cover - datatrove absent: its comparison is skipped
+    WordTokenizer = object
+
+
+class SplitTokenizer(WordTokenizer):  # type: ignore[misc, valid-type]
+    """A plain whitespace tokenizer (datatrove's own WhitespaceTokenizer calls spaCy)."""
+
+    def word_tokenize(self, text: str) -> list[str]:
+        return text.split()
+
+    def sent_tokenize(self, text: str) -> list[str]:
+        return [text]
+
+    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return [(0, len(text))]
+
+
+def _xxh64_text(text: str) -> int:
+    """datatrove 0.10 hands str to xxhash, which xxhash 4 refuses: encode first."""
+    return xxhash.xxh64_intdigest(text.encode("utf-8"))
+
 
 def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, Any]:
     from datatrove.executor import LocalPipelineExecutor
@@ -439,26 +465,21 @@ def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, An
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.pipeline.readers import ParquetReader
     from datatrove.pipeline.writers import ParquetWriter
-    from datatrove.utils.word_tokenizers import WhitespaceTokenizer
 
     base = work / "datatrove"
     shutil.rmtree(base, ignore_errors=True)
     config = MinhashConfig()
-    tokenizer = WhitespaceTokenizer()
+    tokenizer = SplitTokenizer()
 
     def reader() -> Any:
         return ParquetReader(
             str(shards_folder), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT
         )
 
+    signer = MinhashDedupSignature(str(base / "sigs"), config=config, language=tokenizer)
+    signer._hash_func = _xxh64_text
     stages = [
-        (
-            [
-                reader(),
-                MinhashDedupSignature(str(base / "sigs"), config=config, language=tokenizer),
-            ],
-            tasks,
-        ),
+        ([reader(), signer], tasks),
         (
             [MinhashDedupBuckets(str(base / "sigs"), str(base / "buckets"), config=config)],
             config.num_buckets,
@@ -489,6 +510,36 @@ def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, An
 # ---------------------------------------------------------------- main
 
 
+def ray_session(shards: list[str], work: str, thresholds: list[float], result_path: str) -> None:
+    """In a fresh process: start Ray, dedup at each threshold, save timings and peak memory."""
+    import ray
+
+    report: dict[str, Any] = {}
+    mark = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    report["ray_init_seconds"] = round(time.perf_counter() - mark, 2)
+    executor = RayExecutor(workers=2)
+    report["idle_worker_MB"] = round(max(executor.map(_idle_worker, [0, 1])) / 2**20)
+    report["runs"] = [dedup_on_ray(shards, Path(work), t, executor) for t in thresholds]
+    ray.shutdown()
+    report["driver_peak_MB"] = round(_peak() / 2**20)
+    Path(result_path).write_text(json.dumps(report))
+
+
+def run_fresh(shards: list[str], work: Path, thresholds: list[float]) -> dict[str, Any]:
+    """`ray_session` in a new Python process (this script again, so Ray pickles its classes)."""
+    import subprocess
+
+    result = work / "ray_session.json"
+    request = {"shards": shards, "work": str(work), "thresholds": thresholds, "result": str(result)}
+    subprocess.run(
+        [sys.executable, __file__, "--session", json.dumps(request)],
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    return dict(json.loads(result.read_text()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -497,69 +548,76 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--work", default="/tmp/bench_dedup")
     parser.add_argument("--skip-datatrove", action="store_true")
+    parser.add_argument("--scaling", action="store_true", help="also dedup half the shards")
     parser.add_argument("--speed-docs", type=int, default=5000)
+    parser.add_argument("--session", help=argparse.SUPPRESS)  # internal: see run_fresh
     args = parser.parse_args()
+    if args.session:
+        request = json.loads(args.session)
+        ray_session(request["shards"], request["work"], request["thresholds"], request["result"])
+        return
     work = Path(args.work)
     shards_folder = work / "corpus"
     report: dict[str, Any] = {"docs": args.docs, "shards": args.shards}
 
     started = time.perf_counter()
-    labels = build_corpus(shards_folder, args.docs, args.shards)
+    build_corpus(shards_folder, args.docs, args.shards)
     shards = sorted(str(p) for p in shards_folder.glob("*.parquet"))
+    report["corpus_seconds"] = round(time.perf_counter() - started, 1)
+
+    # The dedup first, in a fresh process, so its driver memory is its own.
+    session = run_fresh(shards, work, [0.7, 0.8])
+    if args.scaling:
+        (work / "half").mkdir(exist_ok=True)
+        half = run_fresh(shards[: len(shards) // 2], work / "half", [0.7])
+        report["half_corpus"] = {
+            "shards": len(shards) // 2,
+            "seconds": half["runs"][0]["seconds"],
+            "peak_task_MB": half["runs"][0]["peak_task_MB"],
+            "driver_peak_MB": half["driver_peak_MB"],
+        }
+
+    labels = pq.read_table(work / "labels.parquet")
     corpus = pa.concat_tables(pq.read_table(p) for p in shards)
     megabytes = sum(len(t.encode()) for t in corpus.column(C.TEXT).to_pylist()) / 1e6
     kinds = labels.group_by("kind").aggregate([("id", "count")]).to_pylist()
-    report["corpus"] = {
-        "MB": round(megabytes, 1),
-        "kinds": kinds,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    print(json.dumps(report["corpus"]), flush=True)
+    report["corpus"] = {"MB": round(megabytes, 1), "kinds": kinds}
 
     sample = corpus.slice(0, args.speed_docs)
     report["signatures_one_core"] = signature_speed(
         sample.column(C.TEXT).to_pylist(), sample.column(C.LANG).to_pylist()
     )
-    print(json.dumps(report["signatures_one_core"]), flush=True)
 
-    import ray
-
-    mark = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    report["ray_init_seconds"] = round(time.perf_counter() - mark, 2)
-    executor = RayExecutor(workers=2)
-    report["idle_worker_MB"] = round(max(executor.map(_idle_worker, [0, 1])) / 2**20)
-    runs = [dedup_on_ray(shards, work, threshold, executor) for threshold in (0.7, 0.8)]
-    ray.shutdown()
+    report["ray_init_seconds"] = session["ray_init_seconds"]
+    report["idle_worker_MB"] = session["idle_worker_MB"]
+    report["driver_peak_MB"] = session["driver_peak_MB"]
+    runs = session["runs"]
     for run in runs:
         run["MB_per_s"] = round(megabytes / run["seconds"]["total"], 1)
-        run["MB_per_s_with_ray_init"] = round(
-            megabytes / (run["seconds"]["total"] + report["ray_init_seconds"]), 1
-        )
-        print(json.dumps(run), flush=True)
+        total = run["seconds"]["total"] + report["ray_init_seconds"]
+        run["MB_per_s_with_ray_init"] = round(megabytes / total, 1)
     report["dedup_on_ray_2_workers"] = runs
 
     rng = random.Random(1)
     pairs = evaluation_pairs(corpus, labels, rng)
-    texts = dict(zip(corpus.column(C.ID).to_pylist(), corpus.column(C.TEXT).to_pylist()))
-    langs = dict(zip(corpus.column(C.ID).to_pylist(), corpus.column(C.LANG).to_pylist()))
+    ids = corpus.column(C.ID).to_pylist()
+    texts = dict(zip(ids, corpus.column(C.TEXT).to_pylist(), strict=True))
+    langs = dict(zip(ids, corpus.column(C.LANG).to_pylist(), strict=True))
     truth = TrueJaccard(texts, langs)
     jaccards = {pair: truth(*pair) for pair in pairs}
     report["evaluated_pairs"] = len(pairs)
     for run in runs:
         run["quality"] = precision_recall(run["output"], pairs, truth, jaccards, run["threshold"])
-        print(json.dumps({"threshold": run["threshold"], **run["quality"]}), flush=True)
 
     if not args.skip_datatrove:
         try:
-            report["datatrove_2_workers"] = datatrove_dedup(shards_folder, work, args.shards)
-            seconds = report["datatrove_2_workers"]["seconds"]
-            report["datatrove_2_workers"]["MB_per_s"] = round(megabytes / seconds, 1)
+            theirs = datatrove_dedup(shards_folder, work, args.shards)
+            theirs["MB_per_s"] = round(megabytes / theirs["seconds"], 1)
+            report["datatrove_2_workers"] = theirs
             ours = runs[0]["seconds"]["total"] + report["ray_init_seconds"]
-            report["speedup_vs_datatrove_with_ray_init"] = round(seconds / ours, 1)
-            print(json.dumps(report["datatrove_2_workers"]), flush=True)
-        except ImportError:
-            report["datatrove_2_workers"] = "not installed (pip install datatrove)"
+            report["speedup_vs_datatrove_including_ray_init"] = round(theirs["seconds"] / ours, 1)
+        except ImportError as error:
+            report["datatrove_2_workers"] = f"not available: {error}"
     print(json.dumps(report, indent=1))
     (work / "report.json").write_text(json.dumps(report, indent=1))
 
