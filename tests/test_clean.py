@@ -16,8 +16,16 @@ def test_c0_controls_and_delete_removed(code: int) -> None:
 
 
 @pytest.mark.parametrize("code", range(0x80, 0xA0))
-def test_c1_controls_removed(code: int) -> None:
-    assert clean_text(f"ab{chr(code)}cd") == "abcd"
+def test_c1_controls_never_survive(code: int) -> None:
+    # A C1 character in text is almost always Windows-1252 punctuation read as Latin-1: ftfy
+    # turns it back into what it meant where it can; whatever is left is removed.
+    cleaned = clean_text(f"ab{chr(code)}cd")
+    assert not any(0x80 <= ord(ch) < 0xA0 for ch in cleaned)
+    assert cleaned.startswith("ab") and cleaned.endswith("cd") and len(cleaned) <= 5
+
+
+def test_c1_punctuation_is_repaired_not_deleted() -> None:
+    assert clean_text("the \x93quoted\x94 word \x96 dash") == "the “quoted” word – dash"
 
 
 def test_tab_and_newline_kept_and_carriage_returns_become_newlines() -> None:

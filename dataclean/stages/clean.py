@@ -1,6 +1,8 @@
 """Stage `clean`: strip control characters and undecodable bytes, map exotic spaces, repair mojibake.
 
-`clean_text` removes C0/C1 control characters (keeping tab and newline; CR and CRLF become LF),
+`clean_text` removes C0/C1 control characters (keeping tab and newline; CR and CRLF become LF;
+a C1 character that is Windows-1252 punctuation read as Latin-1, such as U+0093 for a curly
+quote, is first turned back into that punctuation by ftfy),
 U+FFFD left by undecodable bytes, zero-width and bidi control characters, soft hyphens and byte
 order marks; maps exotic spaces (NBSP, U+1680, U+2000-U+200A, U+202F, U+205F, U+3000) to a plain
 space; and repairs mojibake (UTF-8 read as Latin-1/Windows-1252) with ftfy's `fix_encoding`.
