@@ -516,7 +516,7 @@ def ray_session(shards: list[str], work: str, thresholds: list[float], result_pa
 
     report: dict[str, Any] = {}
     mark = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     report["ray_init_seconds"] = round(time.perf_counter() - mark, 2)
     executor = RayExecutor(workers=2)
     report["idle_worker_MB"] = round(max(executor.map(_idle_worker, [0, 1])) / 2**20)

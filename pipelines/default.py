@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
+from dataclean.stages.dedup import DropDuplicates
 
 
 def build() -> list[Stage]:
-    """clean -> (dedup -> split -> perplexity -> quarantine, as they land)."""
+    """clean -> dedup -> (split -> perplexity -> quarantine, as they land)."""
     return [
         CleanText(),
+        DropDuplicates(),
     ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import random
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,31 +15,13 @@ from dataclean import columns as C
 from dataclean.config import configure
 from dataclean.dedup.index import build_index
 from dataclean.errors import ConfigError
+from dataclean.executors.local import LocalExecutor
 from dataclean.stage import FitContext
 from dataclean.stages.dedup import DropDuplicates
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dedup"
 ENGLISH = (FIXTURES / "en_paragraphs.txt").read_text(encoding="utf-8").splitlines()
 CHINESE = (FIXTURES / "zh_paragraphs.txt").read_text(encoding="utf-8").splitlines()
-
-
-class InlineExecutor:
-    """The smallest executor: runs every item in this process, in order."""
-
-    workers = 1
-
-    def map(
-        self,
-        fn: Callable[[Any], Any],
-        items: Sequence[Any],
-        on_result: Callable[[int, Any], None] | None = None,
-    ) -> list[Any]:
-        results = []
-        for index, item in enumerate(items):
-            results.append(fn(item))
-            if on_result is not None:
-                on_result(index, results[-1])
-        return results
 
 
 def edit_words(text: str, rate: float, rng: random.Random) -> str:
@@ -86,7 +67,7 @@ def run(
         path = str(folder / f"summary-{number}.parquet")
         pq.write_table(stage.observe(piece), path)
         summaries.append(path)
-    stage.fit(FitContext(summaries, str(folder / "scratch"), executor or InlineExecutor()))
+    stage.fit(FitContext(summaries, str(folder / "scratch"), executor or LocalExecutor()))
     fitted = pickle.loads(pickle.dumps(stage))  # as shipped to workers
     return pa.concat_tables([fitted(piece) for piece in pieces]).sort_by(C.ID)
 
@@ -288,33 +269,18 @@ def test_index_of_an_earlier_output(tmp_path: Path) -> None:
         run(DropDuplicates(index=str(tmp_path / "nothing")), new, tmp_path, shards=4)
 
 
-def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
-    ray = pytest.importorskip("ray")
+def test_local_and_ray_executors_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ray")
+    from dataclean.executors.ray import RayExecutor
 
-    class RayExecutor:
-        """A minimal Ray executor for this test (the project's own lives in dataclean.executors)."""
-
-        workers = 2
-
-        def map(
-            self,
-            fn: Callable[[Any], Any],
-            items: Sequence[Any],
-            on_result: Callable[[int, Any], None] | None = None,
-        ) -> list[Any]:
-            task = ray.remote(lambda function, item: function(item))
-            function = ray.put(fn)
-            results = ray.get([task.remote(function, item) for item in items])
-            for index, result in enumerate(results):
-                if on_result is not None:
-                    on_result(index, result)
-            return results
+    # Start our own Ray: without an address, ray.init joins any Ray already running on the machine.
+    monkeypatch.setenv("RAY_ADDRESS", "local")
 
     table = corpus()
     local = decisions(run(DropDuplicates(), table, tmp_path, shards=3))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    executor = RayExecutor(workers=2)
     try:
-        remote = decisions(run(DropDuplicates(), table, tmp_path, shards=3, executor=RayExecutor()))
+        remote = decisions(run(DropDuplicates(), table, tmp_path, shards=3, executor=executor))
     finally:
-        ray.shutdown()
+        executor.close()
     assert local == remote

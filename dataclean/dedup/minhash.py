@@ -90,7 +90,9 @@ def _signature_kernel(
     hashed = np.empty(longest, dtype=np.uint32)
     mixed = np.empty(longest, dtype=np.uint32)
     hash_offsets = np.zeros(rows + 1, dtype=np.int64)
-    kept = np.empty((offsets[rows] - offsets[0] + rows) if keep_hashes else 0, dtype=np.uint32)
+    # Word shingles are at most half the bytes (a word and a space each); grown when characters
+    # of a space-less text are shingled one by one.
+    kept = np.empty(((offsets[rows] - offsets[0]) // 2 + rows) if keep_hashes else 0, dtype=np.uint32)
     position = 0
     for row in range(rows):
         count = token_hashes(data, offsets[row], offsets[row + 1], modes[row], tokens)
@@ -98,11 +100,15 @@ def _signature_kernel(
         for k in range(count):
             mixed[k] = _fmix32(hashed[k])
         if keep_hashes:
+            if position + count > len(kept):
+                grown = np.empty(max(2 * len(kept), position + count), dtype=np.uint32)
+                grown[:position] = kept[:position]
+                kept = grown
             kept[position : position + count] = hashed[:count]
             position += count
             hash_offsets[row + 1] = position
         _min_permuted(mixed, count, a, b, signatures[row])
-    return signatures, hash_offsets, kept[:position]
+    return signatures, hash_offsets, kept[:position].copy()
 
 
 def signatures(
