@@ -104,9 +104,7 @@ def make_original(pool: list[str], lang: str, rng: random.Random) -> str:
     start = rng.randrange(len(pool))
     parts, size = [], 0
     while size < target:
-        sentence = (
-            pool[(start + len(parts)) % len(pool)] if rng.random() < 0.5 else rng.choice(pool)
-        )
+        sentence = pool[(start + len(parts)) % len(pool)] if rng.random() < 0.5 else rng.choice(pool)
         parts.append(sentence)
         size += len(sentence)
     return ("" if lang == "zh" else " ").join(parts)
@@ -262,9 +260,7 @@ class Observe:
     def __call__(self, shard: str) -> tuple[str, int]:
         path = os.path.join(self.folder, Path(shard).name)
         source = pq.ParquetFile(shard)
-        with pq.ParquetWriter(
-            path, self.stage.observe(source.schema_arrow.empty_table()).schema
-        ) as out:
+        with pq.ParquetWriter(path, self.stage.observe(source.schema_arrow.empty_table()).schema) as out:
             for batch in source.iter_batches(batch_size=8192):
                 out.write_table(self.stage.observe(pa.Table.from_batches([batch])))
         return path, _peak()
@@ -284,9 +280,7 @@ class Apply:
         return kept.num_rows, excluded.num_rows, _peak()
 
 
-def dedup_on_ray(
-    shards: list[str], work: Path, threshold: float, executor: RayExecutor
-) -> dict[str, Any]:
+def dedup_on_ray(shards: list[str], work: Path, threshold: float, executor: RayExecutor) -> dict[str, Any]:
     out = work / f"out-{threshold}"
     shutil.rmtree(out, ignore_errors=True)
     for sub in ("summaries", "data", "excluded", "scratch"):
@@ -312,9 +306,7 @@ def dedup_on_ray(
         "dropped": sum(d for _, d, _ in applied),
         "peak_task_MB": round(
             max(
-                [p for _, p in observed]
-                + [p for _, _, p in applied]
-                + [stage.fit_stats["peak_worker_bytes"]]
+                [p for _, p in observed] + [p for _, _, p in applied] + [stage.fit_stats["peak_worker_bytes"]]
             )
             / 2**20
         ),
@@ -352,9 +344,7 @@ class TrueJaccard:
         return common / (len(first) + len(second) - common)
 
 
-def evaluation_pairs(
-    corpus: pa.Table, labels: pa.Table, rng: random.Random
-) -> set[tuple[str, str]]:
+def evaluation_pairs(corpus: pa.Table, labels: pa.Table, rng: random.Random) -> set[tuple[str, str]]:
     """Family pairs, loose-LSH candidates and random pairs, as (smaller id, larger id)."""
     pairs: set[tuple[str, str]] = set()
     by_family: dict[int, list[str]] = {}
@@ -472,9 +462,7 @@ def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, An
     tokenizer = SplitTokenizer()
 
     def reader() -> Any:
-        return ParquetReader(
-            str(shards_folder), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT
-        )
+        return ParquetReader(str(shards_folder), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT)
 
     signer = MinhashDedupSignature(str(base / "sigs"), config=config, language=tokenizer)
     signer._hash_func = _xxh64_text

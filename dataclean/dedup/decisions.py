@@ -56,7 +56,7 @@ class Decisions:
         return cached
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return int(self.table.num_rows)
 
     def find(self, ids: pa.Array | pa.ChunkedArray) -> Found:
         """The decisions for a batch's ids."""

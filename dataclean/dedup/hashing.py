@@ -6,6 +6,9 @@ returns (`xxhash.xxh32_intdigest`, `xxhash.xxh64_intdigest`), which is what lets
 the same hash function to datasketch and compare signatures value for value.
 """
 
+# numba kernels compute on numpy scalars, which mypy sees as Any here.
+# mypy: disable-error-code="no-any-return"
+
 from __future__ import annotations
 
 import numba as nb
@@ -191,8 +194,6 @@ def string_buffers(array: object) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.frombuffer(buffers[1], dtype=offset_type)[arr.offset : arr.offset + len(arr) + 1]
     data_buffer = buffers[2]
     data = (
-        np.frombuffer(data_buffer, dtype=np.uint8)
-        if data_buffer is not None
-        else np.zeros(0, dtype=np.uint8)
+        np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, dtype=np.uint8)
     )
     return data, offsets.astype(np.int64)

@@ -57,9 +57,7 @@ def _check(meta: dict[str, object], sketch: Sketch, folder: str) -> None:
         stored = {}
     differ = sorted(name for name in expected if stored.get(name) != expected[name])
     if differ:
-        details = ", ".join(
-            f"{name}={stored.get(name)!r} (now {expected[name]!r})" for name in differ
-        )
+        details = ", ".join(f"{name}={stored.get(name)!r} (now {expected[name]!r})" for name in differ)
         raise ConfigError(f"dedup.index: {folder!r} was built with other settings: {details}")
 
 

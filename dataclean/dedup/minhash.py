@@ -13,6 +13,9 @@ shingles keeps the all-0xFFFFFFFF signature of an empty datasketch MinHash.
 2**-64 chance) and keys of different bands never meet.
 """
 
+# numba kernels compute on numpy scalars, which mypy sees as Any here.
+# mypy: disable-error-code="no-any-return"
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -44,9 +47,7 @@ def _fmix32(h: np.uint32) -> np.uint32:
 
 
 @nb.njit(cache=True)
-def _min_permuted(
-    mixed: np.ndarray, count: int, a: np.ndarray, b: np.ndarray, out: np.ndarray
-) -> None:
+def _min_permuted(mixed: np.ndarray, count: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     # Four permutations per pass over the shingles: LLVM vectorizes the inner loop over shingles
     # with four running minima (about 3x faster than one permutation per pass).
     num_perm = len(a)

@@ -17,6 +17,9 @@ Which mode a row gets: its `lang` value when it has one (`UNSEGMENTED_LANGS` -> 
 its script: characters when at least 30% of its letters are Han, kana, Thai, Lao, Khmer or Myanmar.
 """
 
+# numba kernels compute on numpy scalars, which mypy sees as Any here.
+# mypy: disable-error-code="no-any-return"
+
 from __future__ import annotations
 
 import unicodedata

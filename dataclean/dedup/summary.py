@@ -122,15 +122,15 @@ class Sketch:
             return np.zeros(table.num_rows)
         if self.keep == "longest":
             lengths = pc.utf8_length(pc.fill_null(table.column(C.TEXT), ""))
-            return -lengths.to_numpy().astype(np.float64)
+            longest_first: np.ndarray = -lengths.to_numpy().astype(np.float64)
+            return longest_first
         descending = self.keep.startswith("-")
         name = self.keep[1:] if descending else self.keep
         if name not in table.column_names:
             raise ConfigError(
-                f"dedup.keep: column {name!r} is not in the input "
-                f"(columns: {', '.join(table.column_names)})"
+                f"dedup.keep: column {name!r} is not in the input (columns: {', '.join(table.column_names)})"
             )
-        values = pc.cast(table.column(name), pa.float64()).to_numpy(zero_copy_only=False)
+        values: np.ndarray = pc.cast(table.column(name), pa.float64()).to_numpy(zero_copy_only=False)
         values = -values if descending else values.copy()
         values[np.isnan(values)] = np.inf
         return values

@@ -20,6 +20,9 @@ Memory per task: one summary file's columns (gather), or one partition of candid
 their sketches (cluster). Candidates are usually a small part of the corpus.
 """
 
+# numba kernels compute on numpy scalars, which mypy sees as Any here.
+# mypy: disable-error-code="no-any-return"
+
 from __future__ import annotations
 
 import os
@@ -288,8 +291,7 @@ def _decide_kernel(
                     else:
                         similarity = _agreement(sketch, sketch_offsets, x, center)
                     if similarity >= threshold and (
-                        similarity > best_similarity
-                        or (similarity == best_similarity and center < best)
+                        similarity > best_similarity or (similarity == best_similarity and center < best)
                     ):
                         best, best_similarity = center, similarity
             if best >= 0:

@@ -67,9 +67,7 @@ class DropDuplicates(GlobalStage):
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
-            raise ConfigError(
-                f"dedup.threshold: {self.threshold} is not between 0 and 1 (exclusive)"
-            )
+            raise ConfigError(f"dedup.threshold: {self.threshold} is not between 0 and 1 (exclusive)")
         if not 2 <= self.num_perm <= 4096:
             raise ConfigError(f"dedup.num_perm: {self.num_perm} is not between 2 and 4096")
         if self.ngram_size < 1:
@@ -84,9 +82,7 @@ class DropDuplicates(GlobalStage):
             raise ConfigError("dedup.bands, dedup.rows: set both or neither")
         if self.bands is not None and self.rows is not None:
             if self.bands < 1 or self.rows < 1:
-                raise ConfigError(
-                    f"dedup.bands, dedup.rows: {self.bands}, {self.rows} must be >= 1"
-                )
+                raise ConfigError(f"dedup.bands, dedup.rows: {self.bands}, {self.rows} must be >= 1")
             if self.bands * self.rows > self.num_perm:
                 raise ConfigError(
                     f"dedup.num_perm: {self.num_perm} is less than bands x rows "
@@ -96,9 +92,7 @@ class DropDuplicates(GlobalStage):
             raise ConfigError(f"dedup.seed: {self.seed} is not in [0, 2**32)")
         unknown = [name for name in self.fold if name not in FOLDS]
         if unknown:
-            raise ConfigError(
-                f"dedup.fold: unknown {', '.join(unknown)} (valid: {', '.join(FOLDS)})"
-            )
+            raise ConfigError(f"dedup.fold: unknown {', '.join(unknown)} (valid: {', '.join(FOLDS)})")
 
     def sketch(self) -> Sketch:
         """How this stage summarizes texts (the part an index must share)."""
