@@ -280,7 +280,7 @@ class Apply:
         return kept.num_rows, excluded.num_rows, _peak()
 
 
-def dedup_on_ray(shards: list[str], work: Path, threshold: float, executor: RayExecutor) -> dict[str, Any]:
+def dedup_on_ray(shards: list[str], work: Path, threshold: float, executor: Any) -> dict[str, Any]:
     out = work / f"out-{threshold}"
     shutil.rmtree(out, ignore_errors=True)
     for sub in ("summaries", "data", "excluded", "scratch"):
@@ -498,15 +498,25 @@ def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, An
 # ---------------------------------------------------------------- main
 
 
-def ray_session(shards: list[str], work: str, thresholds: list[float], result_path: str) -> None:
-    """In a fresh process: start Ray, dedup at each threshold, save timings and peak memory."""
+def ray_session(
+    shards: list[str], work: str, thresholds: list[float], result_path: str, project: bool = False
+) -> None:
+    """In a fresh process: start Ray, dedup at each threshold, save timings and peak memory.
+
+    `project`: map with `dataclean.executors.ray.RayExecutor` (Ray Data actor pools, what
+    `dataclean run` uses) instead of this file's plain Ray tasks.
+    """
     import ray
 
     report: dict[str, Any] = {}
     mark = time.perf_counter()
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     report["ray_init_seconds"] = round(time.perf_counter() - mark, 2)
-    executor = RayExecutor(workers=2)
+    executor: Any = RayExecutor(workers=2)
+    if project:
+        from dataclean.executors.ray import RayExecutor as ProjectExecutor
+
+        executor = ProjectExecutor(workers=2)
     report["idle_worker_MB"] = round(max(executor.map(_idle_worker, [0, 1])) / 2**20)
     report["runs"] = [dedup_on_ray(shards, Path(work), t, executor) for t in thresholds]
     ray.shutdown()
@@ -514,12 +524,20 @@ def ray_session(shards: list[str], work: str, thresholds: list[float], result_pa
     Path(result_path).write_text(json.dumps(report))
 
 
-def run_fresh(shards: list[str], work: Path, thresholds: list[float]) -> dict[str, Any]:
+def run_fresh(
+    shards: list[str], work: Path, thresholds: list[float], project: bool = False
+) -> dict[str, Any]:
     """`ray_session` in a new Python process (this script again, so Ray pickles its classes)."""
     import subprocess
 
     result = work / "ray_session.json"
-    request = {"shards": shards, "work": str(work), "thresholds": thresholds, "result": str(result)}
+    request = {
+        "shards": shards,
+        "work": str(work),
+        "thresholds": thresholds,
+        "result": str(result),
+        "project": project,
+    }
     subprocess.run(
         [sys.executable, __file__, "--session", json.dumps(request)],
         check=True,
@@ -537,12 +555,17 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/bench_dedup")
     parser.add_argument("--skip-datatrove", action="store_true")
     parser.add_argument("--scaling", action="store_true", help="also dedup half the shards")
+    parser.add_argument(
+        "--project-executor", action="store_true", help="also time dataclean.executors.ray (Ray Data)"
+    )
     parser.add_argument("--speed-docs", type=int, default=5000)
     parser.add_argument("--session", help=argparse.SUPPRESS)  # internal: see run_fresh
     args = parser.parse_args()
     if args.session:
         request = json.loads(args.session)
-        ray_session(request["shards"], request["work"], request["thresholds"], request["result"])
+        ray_session(
+            request["shards"], request["work"], request["thresholds"], request["result"], request["project"]
+        )
         return
     work = Path(args.work)
     shards_folder = work / "corpus"
@@ -563,6 +586,15 @@ def main() -> None:
             "seconds": half["runs"][0]["seconds"],
             "peak_task_MB": half["runs"][0]["peak_task_MB"],
             "driver_peak_MB": half["driver_peak_MB"],
+        }
+
+    if args.project_executor:
+        (work / "project").mkdir(exist_ok=True)
+        project = run_fresh(shards, work / "project", [0.7], project=True)
+        report["project_executor"] = {
+            "seconds": project["runs"][0]["seconds"],
+            "fit_seconds": project["runs"][0]["fit_seconds"],
+            "ray_init_seconds": project["ray_init_seconds"],
         }
 
     labels = pq.read_table(work / "labels.parquet")

@@ -201,6 +201,20 @@ def test_fitted_stage_is_small_when_pickled(tmp_path: Path) -> None:
     assert len(pickle.dumps(stage)) < 4096
 
 
+def test_a_second_fit_in_the_same_scratch_is_not_served_stale_decisions(tmp_path: Path) -> None:
+    stage = DropDuplicates()
+    scratch = str(tmp_path / "scratch")
+    for texts, expected in (
+        (["Same words here.", "same words here"], "exact_of:a"),
+        (["Different words here.", "Nothing like the first one"], None),
+    ):
+        table = pa.table({C.ID: ["a", "b"], C.TEXT: texts})
+        path = str(tmp_path / "summary.parquet")
+        pq.write_table(stage.observe(table), path)
+        stage.fit(FitContext([path], scratch, LocalExecutor()))
+        assert stage(table).column(C.DROP_REASON).to_pylist() == [None, expected]
+
+
 def test_apply_before_fit_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="fit"):
         DropDuplicates()(corpus())

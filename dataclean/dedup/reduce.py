@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -155,7 +156,10 @@ def find_duplicates(
     lap("components")
 
     candidates_folder = _fresh(os.path.join(scratch, "candidates"))
-    decisions_folder = _fresh(os.path.join(scratch, "decisions"))
+    # A new folder name per fit: workers cache decisions by folder, and a later fit in the same
+    # processes (a rerun into the same output) must not find the earlier ones.
+    decisions_folder = os.path.join(_fresh(os.path.join(scratch, "decisions")), uuid.uuid4().hex)
+    os.makedirs(decisions_folder)
     row_bytes = _row_bytes(gather_sources, {"id", "exact", "keys", "priority", "sketch"})
     cluster_partitions = _partitions(candidates * row_bytes * 2, workers)
     gatherer = GatherCandidates(labels_folder, candidates_folder, cluster_partitions)
