@@ -24,6 +24,7 @@ order of first appearance.
 from __future__ import annotations
 
 import gzip
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +56,10 @@ class OrderTable:
     log_backoff: np.ndarray | None = None
 
 
-def encode_corpus(sentences: Iterable[str | Sequence[str]]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Map tokenized sentences to ids; return (vocabulary, token ids with <s>/</s>, sentence starts)."""
+def encode_corpus(
+    sentences: Iterable[str | Sequence[str]],
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Map tokenized sentences to ids: (vocabulary, ids with <s> and </s>, sentence starts)."""
     vocab = {name: index for index, name in enumerate(SPECIALS)}
     ids: list[int] = []
     starts: list[int] = []
@@ -66,14 +69,17 @@ def encode_corpus(sentences: Iterable[str | Sequence[str]]) -> tuple[list[str], 
         ids.append(BOS)
         # Special symbols inside the text are treated as unknown words.
         ids.extend(
-            vocab.setdefault(token, len(vocab)) if token not in SPECIALS else UNK for token in tokens
+            vocab.setdefault(token, len(vocab)) if token not in SPECIALS else UNK
+            for token in tokens
         )
         ids.append(EOS)
     words = list(vocab)
     return words, np.asarray(ids, dtype=np.int64), np.asarray(starts, dtype=np.int64)
 
 
-def count_ngrams(ids: np.ndarray, starts: np.ndarray, vocab_size: int, order: int) -> list[OrderTable]:
+def count_ngrams(
+    ids: np.ndarray, starts: np.ndarray, vocab_size: int, order: int
+) -> list[OrderTable]:
     """Count n-gram types of orders 1..order; tables[n-1] holds order n."""
     lengths = np.diff(np.append(starts, len(ids)))
     sentence_end = np.repeat(starts + lengths, lengths)
@@ -113,8 +119,10 @@ def count_ngrams(ids: np.ndarray, starts: np.ndarray, vocab_size: int, order: in
     return tables
 
 
-def _discounts(adjusted: np.ndarray, fallback: tuple[float, float, float]) -> tuple[float, float, float]:
-    """D1, D2, D3+ from counts of adjusted counts (Chen & Goodman eq. 26), in lmplz's float32."""
+def _discounts(
+    adjusted: np.ndarray, fallback: tuple[float, float, float]
+) -> tuple[float, float, float]:
+    """D1, D2, D3+ from counts of adjusted counts (Chen & Goodman eq. 26), in float32 like lmplz."""
     n = [np.float32(np.count_nonzero(adjusted == k)) for k in range(5)]
     if min(n[1], n[2], n[3]) == 0:
         return fallback
@@ -143,7 +151,7 @@ def estimate(
     thresholds = [*prune, *[prune[-1]] * order][:order] if prune else [0] * order
     if thresholds[0] != 0:
         raise ValueError("prune: unigrams cannot be pruned (the first threshold must be 0)")
-    if any(b < a for a, b in zip(thresholds, thresholds[1:])):
+    if any(b < a for a, b in itertools.pairwise(thresholds)):
         raise ValueError(f"prune: thresholds must not decrease with the order, got {thresholds}")
 
     for n, table in enumerate(tables, start=1):
@@ -177,11 +185,13 @@ def estimate(
         # A pruned n-gram's whole adjusted count goes to its context's backoff mass.
         mass = np.where(table.kept, discount, table.adjusted)
         with np.errstate(invalid="ignore", divide="ignore"):
-            gamma_of_context = np.bincount(table.prefix, weights=mass, minlength=contexts) / denominator
+            gamma_of_context = (
+                np.bincount(table.prefix, weights=mass, minlength=contexts) / denominator
+            )
         context_gamma = gamma_of_context[table.prefix]
-        interpolated = (table.adjusted - discount) / denominator[table.prefix] + context_gamma * probs[
-            table.suffix
-        ]
+        interpolated = (table.adjusted - discount) / denominator[
+            table.prefix
+        ] + context_gamma * probs[table.suffix]
         # Contexts never extended (or ending in </s> or <unk>) back off with weight 1.
         backoff = np.where(np.isnan(gamma_of_context), 1.0, gamma_of_context)
         backoff[np.isin(lower.last, (EOS, UNK))] = 1.0
@@ -190,7 +200,9 @@ def estimate(
         table.log_prob = np.minimum(0.0, np.log10(np.maximum(probs, 1e-300)))
 
 
-def write_arpa(tables: list[OrderTable], words: list[str], path: str | Path, digits: int = 6) -> None:
+def write_arpa(
+    tables: list[OrderTable], words: list[str], path: str | Path, digits: int = 6
+) -> None:
     """Write the kept n-grams as ARPA text (gzip-compressed when `path` ends in .gz)."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
@@ -215,9 +227,12 @@ def write_arpa(tables: list[OrderTable], words: list[str], path: str | Path, dig
             if n < order:
                 assert table.log_backoff is not None
                 backoffs = [fmt % value for value in table.log_backoff[kept].tolist()]
-                out.writelines(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts.tolist(), backoffs))
+                out.writelines(
+                    f"{p}\t{t}\t{b}\n"
+                    for p, t, b in zip(probs, texts.tolist(), backoffs, strict=True)
+                )
             else:
-                out.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts.tolist()))
+                out.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts.tolist(), strict=True))
             full = np.empty(len(table.raw), dtype=object)
             full[kept] = texts
             text_of = full
@@ -242,7 +257,7 @@ def train_arpa(
     return {
         "order": order,
         "tokens": int(len(ids) - 2 * len(starts)),
-        "sentences": int(len(starts)),
+        "sentences": len(starts),
         "ngrams": [int(t.kept.sum()) for t in tables if t.kept is not None],
         "discounts": [list(t.discounts) for t in tables],
     }
