@@ -18,6 +18,7 @@ from dataclean.config import parse_settings, select_stages
 from dataclean.errors import DatacleanError
 from dataclean.executors import make_executor
 from dataclean.io.readers import ReadOptions
+from dataclean.lm.cli import lm
 from dataclean.recipes import load_recipe
 from dataclean.run import run_pipeline
 
@@ -149,6 +150,9 @@ def run(
     if not quiet:
         Console().print(summary_table(stats))
     click.echo(f"wrote {output}: {stats['totals']['kept']:,} rows kept", err=quiet)
+
+
+cli.add_command(lm)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,14 +14,15 @@ import argparse
 import gzip
 import json
 import re
-from collections import Counter
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's dataclean, installed or not
 
 from dataclean.lm.train import train_model  # noqa: E402
+
 MODELS = ROOT / "dataclean" / "data" / "lm"
 FIXTURES = ROOT / "tests" / "fixtures" / "lm"
 
@@ -100,9 +101,7 @@ def main() -> None:
 
     paragraphs = (data / "zh" / "cmrc2018" / "cmrc2018_contexts_dedup.txt").read_text().splitlines()
     held = {i for i in range(len(paragraphs)) if i % HELD_OUT_ZH_EVERY == HELD_OUT_ZH_EVERY - 1}
-    (FIXTURES / "cmrc2018_heldout_zh.txt").write_text(
-        "\n".join(paragraphs[i] for i in sorted(held)) + "\n"
-    )
+    (FIXTURES / "cmrc2018_heldout_zh.txt").write_text("\n".join(paragraphs[i] for i in sorted(held)) + "\n")
     corpora = {
         "en": (
             english_corpus(data),

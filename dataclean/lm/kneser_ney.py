@@ -68,18 +68,13 @@ def encode_corpus(
         starts.append(len(ids))
         ids.append(BOS)
         # Special symbols inside the text are treated as unknown words.
-        ids.extend(
-            vocab.setdefault(token, len(vocab)) if token not in SPECIALS else UNK
-            for token in tokens
-        )
+        ids.extend(vocab.setdefault(token, len(vocab)) if token not in SPECIALS else UNK for token in tokens)
         ids.append(EOS)
     words = list(vocab)
     return words, np.asarray(ids, dtype=np.int64), np.asarray(starts, dtype=np.int64)
 
 
-def count_ngrams(
-    ids: np.ndarray, starts: np.ndarray, vocab_size: int, order: int
-) -> list[OrderTable]:
+def count_ngrams(ids: np.ndarray, starts: np.ndarray, vocab_size: int, order: int) -> list[OrderTable]:
     """Count n-gram types of orders 1..order; tables[n-1] holds order n."""
     lengths = np.diff(np.append(starts, len(ids)))
     sentence_end = np.repeat(starts + lengths, lengths)
@@ -119,9 +114,7 @@ def count_ngrams(
     return tables
 
 
-def _discounts(
-    adjusted: np.ndarray, fallback: tuple[float, float, float]
-) -> tuple[float, float, float]:
+def _discounts(adjusted: np.ndarray, fallback: tuple[float, float, float]) -> tuple[float, float, float]:
     """D1, D2, D3+ from counts of adjusted counts (Chen & Goodman eq. 26), in float32 like lmplz."""
     n = [np.float32(np.count_nonzero(adjusted == k)) for k in range(5)]
     if min(n[1], n[2], n[3]) == 0:
@@ -185,13 +178,11 @@ def estimate(
         # A pruned n-gram's whole adjusted count goes to its context's backoff mass.
         mass = np.where(table.kept, discount, table.adjusted)
         with np.errstate(invalid="ignore", divide="ignore"):
-            gamma_of_context = (
-                np.bincount(table.prefix, weights=mass, minlength=contexts) / denominator
-            )
+            gamma_of_context = np.bincount(table.prefix, weights=mass, minlength=contexts) / denominator
         context_gamma = gamma_of_context[table.prefix]
-        interpolated = (table.adjusted - discount) / denominator[
-            table.prefix
-        ] + context_gamma * probs[table.suffix]
+        interpolated = (table.adjusted - discount) / denominator[table.prefix] + context_gamma * probs[
+            table.suffix
+        ]
         # Contexts never extended (or ending in </s> or <unk>) back off with weight 1.
         backoff = np.where(np.isnan(gamma_of_context), 1.0, gamma_of_context)
         backoff[np.isin(lower.last, (EOS, UNK))] = 1.0
@@ -200,9 +191,7 @@ def estimate(
         table.log_prob = np.minimum(0.0, np.log10(np.maximum(probs, 1e-300)))
 
 
-def write_arpa(
-    tables: list[OrderTable], words: list[str], path: str | Path, digits: int = 6
-) -> None:
+def write_arpa(tables: list[OrderTable], words: list[str], path: str | Path, digits: int = 6) -> None:
     """Write the kept n-grams as ARPA text (gzip-compressed when `path` ends in .gz)."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
@@ -218,18 +207,15 @@ def write_arpa(
         for n, table in enumerate(tables, start=1):
             assert table.kept is not None and table.log_prob is not None
             kept = np.flatnonzero(table.kept)
-            if n == 1:
-                texts = names[kept]
-            else:
-                texts = text_of[table.prefix[kept]] + " " + names[table.last[kept]]
+            last = names[table.last[kept]]
+            texts = last if n == 1 else text_of[table.prefix[kept]] + " " + last
             out.write(f"\n\\{n}-grams:\n")
             probs = [fmt % value for value in table.log_prob[kept].tolist()]
             if n < order:
                 assert table.log_backoff is not None
                 backoffs = [fmt % value for value in table.log_backoff[kept].tolist()]
                 out.writelines(
-                    f"{p}\t{t}\t{b}\n"
-                    for p, t, b in zip(probs, texts.tolist(), backoffs, strict=True)
+                    f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts.tolist(), backoffs, strict=True)
                 )
             else:
                 out.writelines(f"{p}\t{t}\n" for p, t in zip(probs, texts.tolist(), strict=True))

@@ -18,8 +18,11 @@ where the +1 counts each line's </s>. Short texts: a perplexity over a handful o
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+import os
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -56,6 +59,20 @@ class Scores:
         return np.where((self.tokens > 0) & (pieces >= min_tokens), ppl, np.nan)
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence writes to file descriptor 2 (C++ code's stderr); errors still raise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 class LanguageModel:
     """Scores text with a KenLM model after CCNet normalization and SentencePiece tokenization."""
 
@@ -65,18 +82,20 @@ class LanguageModel:
         self.metadata: dict[str, Any] = (
             json.loads(metadata_path.read_text()) if metadata_path.exists() else {}
         )
-        self.tokenizer = Tokenizer((self.directory / TOKENIZER_FILE).read_bytes())
+        tokenizer_path = self.directory / TOKENIZER_FILE
+        if not tokenizer_path.exists():
+            raise ConfigError(f"{self.directory}: no {TOKENIZER_FILE}; not a dataclean model folder")
+        self.tokenizer = Tokenizer(tokenizer_path.read_bytes())
         model_path = next(
             (self.directory / name for name in MODEL_FILES if (self.directory / name).exists()),
             None,
         )
         if model_path is None:
-            raise ConfigError(
-                f"{self.directory}: no {' / '.join(MODEL_FILES)} in this model folder"
-            )
+            raise ConfigError(f"{self.directory}: no {' / '.join(MODEL_FILES)} in this model folder")
         config = kenlm.Config()
         config.show_progress = False
-        self.kenlm = kenlm.Model(str(model_path), config)
+        with _quiet_stderr():  # KenLM prints advice about binary files on every ARPA load
+            self.kenlm = kenlm.Model(str(model_path), config)
 
     @property
     def lang(self) -> str | None:
@@ -97,9 +116,7 @@ class LanguageModel:
     def query(self, tokenized: Sequence[str]) -> np.ndarray:
         """KenLM log10 probability of each tokenized line, with <s> and </s>."""
         score = self.kenlm.score
-        return np.fromiter(
-            (score(line) for line in tokenized), dtype=np.float64, count=len(tokenized)
-        )
+        return np.fromiter((score(line) for line in tokenized), dtype=np.float64, count=len(tokenized))
 
     def score(self, texts: Sequence[str]) -> Scores:
         """Sums of log10 probability and tokens per text (normalize, tokenize, query)."""
@@ -107,9 +124,7 @@ class LanguageModel:
         tokenized = self.tokenizer.tokenize_lines(lines)
         log10_prob = self.query(tokenized)
         # pieces + 1 for </s>: pieces are separated by single spaces.
-        tokens = np.fromiter(
-            (line.count(" ") + 2 for line in tokenized), np.float64, len(tokenized)
-        )
+        tokens = np.fromiter((line.count(" ") + 2 for line in tokenized), np.float64, len(tokenized))
         size = len(texts)
         return Scores(
             log10_prob=np.bincount(owners, weights=log10_prob, minlength=size),
@@ -117,9 +132,7 @@ class LanguageModel:
             lines=np.bincount(owners, minlength=size).astype(np.float64),
         )
 
-    def perplexities(
-        self, texts: Sequence[str], min_tokens: int = DEFAULT_MIN_TOKENS
-    ) -> np.ndarray:
+    def perplexities(self, texts: Sequence[str], min_tokens: int = DEFAULT_MIN_TOKENS) -> np.ndarray:
         """Perplexity of each text; NaN where it has fewer than `min_tokens` pieces."""
         return self.score(texts).perplexity(min_tokens)
 

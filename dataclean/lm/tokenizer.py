@@ -26,9 +26,7 @@ _TRAINER_SETTINGS = {
 }
 
 
-def train_sentencepiece(
-    lines: Iterable[str], vocab_size: int, character_coverage: float = 0.9995
-) -> bytes:
+def train_sentencepiece(lines: Iterable[str], vocab_size: int, character_coverage: float = 0.9995) -> bytes:
     """Train a unigram SentencePiece model on normalized lines; return the serialized model."""
     buffer = io.BytesIO()
     spm.SentencePieceTrainer.train(
