@@ -24,10 +24,12 @@ order of first appearance.
 from __future__ import annotations
 
 import gzip
+import io
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -191,14 +193,21 @@ def estimate(
         table.log_prob = np.minimum(0.0, np.log10(np.maximum(probs, 1e-300)))
 
 
+def _open_text(path: Path) -> TextIO:
+    """A text file for writing; gzip (with a fixed timestamp: reproducible bytes) for .gz."""
+    if path.suffix != ".gz":
+        return path.open("w", encoding="utf-8")
+    raw = gzip.GzipFile(path, "wb", mtime=0)
+    return io.TextIOWrapper(raw, encoding="utf-8")  # closing it closes the gzip stream
+
+
 def write_arpa(tables: list[OrderTable], words: list[str], path: str | Path, digits: int = 6) -> None:
     """Write the kept n-grams as ARPA text (gzip-compressed when `path` ends in .gz)."""
     path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
     names = np.asarray(words, dtype=object)
     order = len(tables)
     fmt = f"%.{digits}g"
-    with opener(path, "wt", encoding="utf-8") as out:  # type: ignore[operator]
+    with _open_text(path) as out:
         out.write("\\data\\\n")
         for n, table in enumerate(tables, start=1):
             assert table.kept is not None

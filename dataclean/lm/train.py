@@ -47,7 +47,7 @@ def _lmplz(tokenized: Sequence[str], arpa_gz: Path, order: int, prune: Sequence[
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"lmplz failed: {result.stderr[-2000:]}")
-        with arpa.open("rb") as source, gzip.open(arpa_gz, "wb") as target:
+        with arpa.open("rb") as source, gzip.GzipFile(arpa_gz, "wb", mtime=0) as target:
             shutil.copyfileobj(source, target)
 
 
