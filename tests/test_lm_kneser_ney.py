@@ -75,9 +75,7 @@ def test_tiny_corpus_matches_hand_computation(tmp_path: Path) -> None:
     assert model[("a", "b")][0] == pytest.approx(math.log10(p_b_given_a), abs=1e-5)
     assert model[("a",)][1] == pytest.approx(math.log10(0.5), abs=1e-5)
     # "<s> a" is followed only by b, seen twice (raw count at the top order): D2 = 1.
-    assert model[("<s>", "a", "b")][0] == pytest.approx(
-        math.log10((2 - 1) / 2 + 0.5 * p_b_given_a), abs=1e-5
-    )
+    assert model[("<s>", "a", "b")][0] == pytest.approx(math.log10((2 - 1) / 2 + 0.5 * p_b_given_a), abs=1e-5)
     assert len([k for k in model if len(k) == 3]) == 7
 
 
@@ -131,9 +129,7 @@ def test_kenlm_scores_equal_the_arpa_arithmetic(tmp_path: Path) -> None:
     arpa = read_arpa(plain)
     sentence = "the film was released in the united states and the zzzunseen word ."
     words = ["<s>", *sentence.split(), "</s>"]
-    by_hand = sum(
-        arpa_log10(arpa, tuple(words[max(0, i - 2) : i]), words[i]) for i in range(1, len(words))
-    )
+    by_hand = sum(arpa_log10(arpa, tuple(words[max(0, i - 2) : i]), words[i]) for i in range(1, len(words)))
     assert lm.score(sentence) == pytest.approx(by_hand, abs=1e-4)
 
 
