@@ -122,3 +122,17 @@ def test_lm_cli_errors_are_one_line(tmp_path: Path) -> None:
         cli, ["lm", "train", str(tmp_path / "missing.txt"), "-o", str(tmp_path / "m"), "--trainer", "python"]
     )
     assert result.exit_code == 2 and "no such corpus file" in result.output
+
+
+def test_fast_paths_give_the_whole_line_sentencepiece_pieces(en: object) -> None:
+    """Plain-ASCII texts skip whole-text normalization and tokenize word by word (cached)."""
+    texts = (FIXTURES / "wikitext2_test_en.txt").read_text(encoding="utf-8").splitlines()[:60]
+    texts += ["Tabs\tand\x0bcontrols glue words", "Ünïcödé 12 words", EN + "\n  \n" + EN.upper()]
+    tokenized, owners = en.tokenize(texts)  # type: ignore[attr-defined]
+    expected, expected_owners = [], []
+    for index, text in enumerate(texts):
+        lines = normalize_lines(text)
+        expected += en.tokenizer.tokenize_whole_lines(lines)  # type: ignore[attr-defined]
+        expected_owners += [index] * len(lines)
+    got = sorted(zip(owners.tolist(), tokenized, strict=True))
+    assert got == sorted(zip(expected_owners, expected, strict=True))

@@ -32,7 +32,7 @@ import kenlm
 import numpy as np
 
 from dataclean.errors import ConfigError
-from dataclean.lm.normalize import normalize_lines
+from dataclean.lm.normalize import is_plain_ascii, normalize_lines
 from dataclean.lm.tokenizer import Tokenizer
 
 BUNDLED = ("en", "zh")
@@ -118,13 +118,36 @@ class LanguageModel:
         score = self.kenlm.score
         return np.fromiter((score(line) for line in tokenized), dtype=np.float64, count=len(tokenized))
 
+    def tokenize(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """Normalized, tokenized lines of all texts, and the index of the text each line is from.
+
+        Plain-ASCII texts (most English) take a fused path: lines and words are split first and
+        each distinct word is normalized and tokenized once (`Tokenizer.tokenize_words`), which
+        gives the same pieces as normalizing the whole text first.
+        """
+        plain = [i for i, text in enumerate(texts) if is_plain_ascii(text)]
+        line_words: list[list[str]] = []
+        owners: list[int] = []
+        for index in plain:
+            for line in texts[index].split("\n"):
+                words = line.split()
+                if words:
+                    line_words.append(words)
+                    owners.append(index)
+        tokenized = self.tokenizer.tokenize_words(line_words)
+        plain_set = set(plain)
+        others = [i for i in range(len(texts)) if i not in plain_set]
+        lines, other_owners = self.normalize([texts[i] for i in others])
+        tokenized += self.tokenizer.tokenize_lines(lines)
+        owners.extend(np.asarray(others, dtype=np.int64)[other_owners].tolist())
+        return tokenized, np.asarray(owners, dtype=np.int64)
+
     def score(self, texts: Sequence[str]) -> Scores:
         """Sums of log10 probability and tokens per text (normalize, tokenize, query)."""
-        lines, owners = self.normalize(texts)
-        tokenized = self.tokenizer.tokenize_lines(lines)
+        tokenized, owners = self.tokenize(texts)
         log10_prob = self.query(tokenized)
         # pieces + 1 for </s>: pieces are separated by single spaces.
-        tokens = np.fromiter((line.count(" ") + 2 for line in tokenized), np.float64, len(tokenized))
+        tokens = [line.count(" ") + 2 for line in tokenized]
         size = len(texts)
         return Scores(
             log10_prob=np.bincount(owners, weights=log10_prob, minlength=size),
