@@ -3,6 +3,7 @@ computed across shards, buckets at corpus percentiles, and whole runs."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pickle
@@ -212,3 +213,24 @@ def test_one_load_per_ray_worker(tmp_path: Path, ray_executor: Any) -> None:
     )
     pids = (tmp_path / "loads.txt").read_text().split()
     assert len(pids) == len(set(pids)) <= ray_executor.workers < len(shards)
+
+
+def test_run_cli_options_for_model_and_thresholds(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from dataclean.cli import cli
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"text": EN}, {"text": ZH}, {"text": "Hi."}])
+    args = ["run", str(inp), "-o", str(tmp_path / "o"), "--executor", "local", "--quiet"]
+    result = CliRunner().invoke(cli, [*args, "--lm", "en", "--max-ppl", "en=1.5"])
+    assert result.exit_code == 0, result.output
+    kept = {row[C.TEXT]: row for row in read_rows(tmp_path / "o" / "data")}
+    excluded = read_rows(tmp_path / "o" / "excluded")
+    assert [row[C.REASON] for row in excluded] == ["perplexity_filter:too_perplexing"]
+    assert kept[ZH][C.PPL] is None and kept["Hi."][C.PPL] is None  # no zh model; too short
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    params = {stage["stage"]: stage["params"] for stage in manifest["config"]["stages"]}
+    assert params["perplexity"]["models"] == ["en"]
+    assert params["perplexity_filter"]["max_ppl"] == ["en=1.5"]
+    bad = CliRunner().invoke(cli, [*args[:4], str(tmp_path / "p"), *args[5:], "--drop-ppl-fraction", "2"])
+    assert bad.exit_code == 2 and "drop_fraction" in bad.output
