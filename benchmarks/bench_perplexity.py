@@ -27,9 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from train_bundled_lm import wikitext_paragraphs  # noqa: E402
+
 from dataclean import columns as C  # noqa: E402
 from dataclean.stages.perplexity import ScorePerplexity  # noqa: E402
-from train_bundled_lm import wikitext_paragraphs  # noqa: E402
 
 
 def best(repeat: int, fn: Callable[[], Any]) -> float:
@@ -63,33 +64,36 @@ def main() -> None:
     header += f"{'kenlm MB/s':>10} | ratio"
     print(header)
     for lang, texts in corpora(args.data).items():
-        model = stage._loaded[lang]
-        megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-        table = pa.table(
-            {C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts, C.LANG: [lang] * len(texts)}
-        )
-        stage_seconds = best(args.repeat, lambda table=table: stage(table))
-        tokenized, _ = model.tokenize(texts)
-        # The parts: plain-ASCII texts fuse normalization into the word-cached tokenization, so
-        # the general path's two steps are timed separately on the same texts.
-        lines, _ = model.normalize(texts)
-        normalize = best(args.repeat, lambda: model.normalize(texts))
-        tokenize = best(args.repeat, lambda: model.tokenizer.tokenize_lines(lines))
-        fused = best(args.repeat, lambda: model.tokenize(texts))
-        query = best(args.repeat, lambda: model.query(tokenized))
-        score = model.kenlm.score
+        print(measure(stage, stage._loaded[lang], lang, texts, args.repeat))
 
-        def reference(tokenized: list[str] = tokenized, score: Any = score) -> None:
-            for line in tokenized:
-                score(line)
 
-        kenlm_seconds = best(args.repeat, reference)
-        print(
-            f"{lang:4} {len(texts):>6} {megabytes:>5.2f} | {megabytes / stage_seconds:>10.2f} "
-            f"{len(texts) / stage_seconds:>8.0f} | {normalize:>9.3f} {tokenize:>8.3f} "
-            f"{fused:>6.3f} {query:>6.3f}     | {megabytes / kenlm_seconds:>10.2f} | "
-            f"{kenlm_seconds / stage_seconds:.2f}"
-        )
+def measure(stage: ScorePerplexity, model: Any, lang: str, texts: list[str], repeat: int) -> str:
+    """One result line: the stage, its parts and the KenLM-only reference on `texts`."""
+    megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    ids = [str(i) for i in range(len(texts))]
+    table = pa.table({C.ID: ids, C.TEXT: texts, C.LANG: [lang] * len(texts)})
+    stage_seconds = best(repeat, lambda: stage(table))
+    tokenized, _ = model.tokenize(texts)
+    # The parts: plain-ASCII texts fuse normalization into the word-cached tokenization, so
+    # the general path's two steps are timed separately on the same texts.
+    lines, _ = model.normalize(texts)
+    normalize = best(repeat, lambda: model.normalize(texts))
+    tokenize = best(repeat, lambda: model.tokenizer.tokenize_lines(lines))
+    fused = best(repeat, lambda: model.tokenize(texts))
+    query = best(repeat, lambda: model.query(tokenized))
+    score = model.kenlm.score
+
+    def reference() -> None:
+        for line in tokenized:
+            score(line)
+
+    kenlm_seconds = best(repeat, reference)
+    return (
+        f"{lang:4} {len(texts):>6} {megabytes:>5.2f} | {megabytes / stage_seconds:>10.2f} "
+        f"{len(texts) / stage_seconds:>8.0f} | {normalize:>9.3f} {tokenize:>8.3f} "
+        f"{fused:>6.3f} {query:>6.3f}     | {megabytes / kenlm_seconds:>10.2f} | "
+        f"{kenlm_seconds / stage_seconds:.2f}"
+    )
 
 
 if __name__ == "__main__":

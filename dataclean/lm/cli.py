@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,9 +24,12 @@ def _read_lines(paths: tuple[str, ...]) -> Iterator[str]:
         path = Path(name)
         if not path.is_file():
             raise ConfigError(f"{name}: no such corpus file")
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as source:  # type: ignore[operator]
-            yield from source
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as source:
+                yield from source
+        else:
+            with path.open(encoding="utf-8", errors="replace") as source:
+                yield from source
 
 
 def _prune(value: str) -> tuple[int, ...]:
@@ -117,7 +121,7 @@ def train(
 def score(texts: tuple[str, ...], model: str, min_tokens: int) -> None:
     """Print the perplexity of each TEXT (or of each stdin line), as JSON lines."""
     language_model = load_model(model)
-    lines = list(texts) or [line.rstrip("\n") for line in click.get_text_stream("stdin")]
+    lines = list(texts) or sys.stdin.read().splitlines()
     for text, ppl in zip(lines, language_model.perplexities(lines, min_tokens), strict=True):
         click.echo(
             json.dumps(

@@ -133,7 +133,8 @@ def _discounts(adjusted: np.ndarray, fallback: tuple[float, float, float]) -> tu
 
 def _discount_of(adjusted: np.ndarray, discounts: tuple[float, float, float]) -> np.ndarray:
     table = np.array((0.0, *discounts))
-    return table[np.minimum(adjusted, 3)]
+    result: np.ndarray = table[np.minimum(adjusted, 3)]
+    return result
 
 
 def estimate(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import sentencepiece as spm
 
@@ -19,7 +20,7 @@ from dataclean.lm.normalize import normalize_text
 CACHE_SIZE = 200_000
 
 # Normalization is ours (dataclean.lm.normalize); see the module docstring.
-_TRAINER_SETTINGS = {
+_TRAINER_SETTINGS: dict[str, Any] = {
     "model_type": "unigram",
     "normalization_rule_name": "identity",
     "add_dummy_prefix": False,
