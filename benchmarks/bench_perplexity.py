@@ -8,7 +8,7 @@ from ../shared/data (or $DATACLEAN_SHARED_DATA). For each language it times, in 
 - its parts: CCNet normalization, SentencePiece tokenization, KenLM query;
 - the reference: `kenlm.Model.score` on the same pre-tokenized lines in a plain loop,
 and prints samples/s, MB/s and stage / reference (the issue's target: at least 0.5). Best of
-`--repeat` runs, since the machine is shared.
+`--repeat` interleaved runs, since the machine is shared.
 """
 
 from __future__ import annotations
@@ -33,13 +33,15 @@ from dataclean import columns as C  # noqa: E402
 from dataclean.stages.perplexity import ScorePerplexity  # noqa: E402
 
 
-def best(repeat: int, fn: Callable[[], Any]) -> float:
-    times = []
+def best(repeat: int, fns: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Fastest of `repeat` runs of each function, interleaved so all see the same machine load."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        for name, fn in fns.items():
+            started = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - started)
+    return {name: min(values) for name, values in times.items()}
 
 
 def corpora(data: Path) -> dict[str, list[str]]:
@@ -53,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = os.environ.get("DATACLEAN_SHARED_DATA", str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--data", type=Path, default=Path(default))
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
 
     stage = ScorePerplexity()
@@ -72,27 +74,32 @@ def measure(stage: ScorePerplexity, model: Any, lang: str, texts: list[str], rep
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     ids = [str(i) for i in range(len(texts))]
     table = pa.table({C.ID: ids, C.TEXT: texts, C.LANG: [lang] * len(texts)})
-    stage_seconds = best(repeat, lambda: stage(table))
     tokenized, _ = model.tokenize(texts)
-    # The parts: plain-ASCII texts fuse normalization into the word-cached tokenization, so
-    # the general path's two steps are timed separately on the same texts.
     lines, _ = model.normalize(texts)
-    normalize = best(repeat, lambda: model.normalize(texts))
-    tokenize = best(repeat, lambda: model.tokenizer.tokenize_lines(lines))
-    fused = best(repeat, lambda: model.tokenize(texts))
-    query = best(repeat, lambda: model.query(tokenized))
     score = model.kenlm.score
 
     def reference() -> None:
         for line in tokenized:
             score(line)
 
-    kenlm_seconds = best(repeat, reference)
+    # The parts: plain-ASCII texts fuse normalization into the word-cached tokenization
+    # ("fused"), so the general path's two steps are also timed separately on the same texts.
+    t = best(
+        repeat,
+        {
+            "stage": lambda: stage(table),
+            "normalize": lambda: model.normalize(texts),
+            "tokenize": lambda: model.tokenizer.tokenize_lines(lines),
+            "fused": lambda: model.tokenize(texts),
+            "query": lambda: model.query(tokenized),
+            "kenlm": reference,
+        },
+    )
     return (
-        f"{lang:4} {len(texts):>6} {megabytes:>5.2f} | {megabytes / stage_seconds:>10.2f} "
-        f"{len(texts) / stage_seconds:>8.0f} | {normalize:>9.3f} {tokenize:>8.3f} "
-        f"{fused:>6.3f} {query:>6.3f}     | {megabytes / kenlm_seconds:>10.2f} | "
-        f"{kenlm_seconds / stage_seconds:.2f}"
+        f"{lang:4} {len(texts):>6} {megabytes:>5.2f} | {megabytes / t['stage']:>10.2f} "
+        f"{len(texts) / t['stage']:>8.0f} | {t['normalize']:>9.3f} {t['tokenize']:>8.3f} "
+        f"{t['fused']:>6.3f} {t['query']:>6.3f}     | {megabytes / t['kenlm']:>10.2f} | "
+        f"{t['kenlm'] / t['stage']:.2f}"
     )
 
 

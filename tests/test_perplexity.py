@@ -234,3 +234,32 @@ def test_run_cli_options_for_model_and_thresholds(tmp_path: Path) -> None:
     assert params["perplexity_filter"]["max_ppl"] == ["en=1.5"]
     bad = CliRunner().invoke(cli, [*args[:4], str(tmp_path / "p"), *args[5:], "--drop-ppl-fraction", "2"])
     assert bad.exit_code == 2 and "drop_fraction" in bad.output
+
+
+def test_thresholds_retune_on_a_previous_output_without_rescoring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [
+        {"id": f"d{i}", "text": f"{EN} Paragraph {i} adds words {'and more ' * (i % 4)}."} for i in range(40)
+    ]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    run_pipeline(
+        [str(inp)], str(tmp_path / "first"), [ScorePerplexity(), FilterPerplexity()], LocalExecutor()
+    )
+    first = {row[C.ID]: row[C.PPL] for row in read_rows(tmp_path / "first" / "data")}
+    assert len(first) == 40
+
+    def no_loading(spec: Any) -> Any:
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(P, "load_model", no_loading)
+    stats = run_pipeline(
+        [str(tmp_path / "first" / "data")],
+        str(tmp_path / "second"),
+        [FilterPerplexity(drop_fraction=0.1)],
+        LocalExecutor(),
+    )
+    excluded = read_rows(tmp_path / "second" / "excluded")
+    assert len(excluded) == 4 and stats["totals"]["invariant_holds"]
+    worst = sorted(first, key=lambda i: first[i])[-4:]
+    assert sorted(row[C.ID] for row in excluded) == sorted(worst)

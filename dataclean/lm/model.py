@@ -116,7 +116,7 @@ class LanguageModel:
     def query(self, tokenized: Sequence[str]) -> np.ndarray:
         """KenLM log10 probability of each tokenized line, with <s> and </s>."""
         score = self.kenlm.score
-        return np.fromiter((score(line) for line in tokenized), dtype=np.float64, count=len(tokenized))
+        return np.array(list(map(score, tokenized)), dtype=np.float64)
 
     def tokenize(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
         """Normalized, tokenized lines of all texts, and the index of the text each line is from.
