@@ -239,9 +239,9 @@ def test_run_cli_options_for_model_and_thresholds(tmp_path: Path) -> None:
 def test_thresholds_retune_on_a_previous_output_without_rescoring(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rows = [
-        {"id": f"d{i}", "text": f"{EN} Paragraph {i} adds words {'and more ' * (i % 4)}."} for i in range(40)
-    ]
+    fixture = Path(__file__).parent / "fixtures" / "lm" / "wikitext2_test_en.txt"
+    paragraphs = fixture.read_text(encoding="utf-8").splitlines()[:40]
+    rows = [{"id": f"d{i}", "text": text} for i, text in enumerate(paragraphs)]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
     run_pipeline(
         [str(inp)], str(tmp_path / "first"), [ScorePerplexity(), FilterPerplexity()], LocalExecutor()
