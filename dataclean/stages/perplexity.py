@@ -117,10 +117,7 @@ class ScorePerplexity(Stage):
             rows = np.flatnonzero(todo & (langs == lang))
             if len(rows):
                 ppl[rows] = model.perplexities([texts[i] for i in rows], self.min_tokens)
-        values = pa.array(ppl, pa.float64(), mask=np.isnan(ppl))
-        if index >= 0:
-            return table.set_column(index, C.PPL, values)
-        return table.append_column(C.PPL, values)
+        return _put(table, C.PPL, pa.array(ppl, pa.float64(), mask=np.isnan(ppl)))
 
 
 @dataclass
@@ -168,8 +165,8 @@ class FilterPerplexity(GlobalStage):
 
     def observe(self, table: pa.Table) -> pa.Table | None:
         """The (lang, ppl) of scored rows: all that `fit` needs."""
-        if C.PPL not in table.column_names:
-            raise ConfigError("perplexity_filter needs a `ppl` column: run `perplexity` before it")
+        if C.PPL not in table.column_names or C.LANG not in table.column_names:
+            raise ConfigError("perplexity_filter needs `ppl` and `lang`: run `perplexity` before it")
         scored = table.filter(pc.is_valid(table.column(C.PPL)))
         if scored.num_rows == 0:
             return None
@@ -209,10 +206,10 @@ class FilterPerplexity(GlobalStage):
             over = rows & (ppl > limits.get(lang, default_max))
             reasons[over] = "too_perplexing"
         buckets[np.isnan(ppl)] = None
-        bucket_array = pa.array(buckets.tolist(), pa.string())
-        index = table.schema.get_field_index(C.PPL_BUCKET)
-        if index >= 0:
-            table = table.set_column(index, C.PPL_BUCKET, bucket_array)
-        else:
-            table = table.append_column(C.PPL_BUCKET, bucket_array)
+        table = _put(table, C.PPL_BUCKET, pa.array(buckets.tolist(), pa.string()))
         return with_drops(table, reasons.tolist())
+
+
+def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)
