@@ -3,6 +3,8 @@
 The steps mirror scoring: normalize every line, train SentencePiece on the normalized lines,
 tokenize them, and estimate a modified Kneser-Ney n-gram model on the pieces, with KenLM's `lmplz`
 when it is on PATH and with `dataclean.lm.kneser_ney` (the same estimate, in numpy) otherwise.
+The numpy trainer holds the corpus in memory (about 200 bytes per token at order 4); `lmplz`
+streams to disk and suits corpora of more than some tens of millions of tokens.
 """
 
 from __future__ import annotations
