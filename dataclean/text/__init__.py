@@ -1,0 +1,1 @@
+"""Text algorithms shared by stages: sentence boundaries and chunk packing."""
