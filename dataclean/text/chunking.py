@@ -316,3 +316,45 @@ def chunk_text(
     """The chunks of `text` (see `chunk_spans`); `"".join(...) == text` without overlap."""
     spans = chunk_spans(text, max_chars, max_tokens, tokenizer, overlap_sentences, balance)
     return [text[start:end] for start, end in spans]
+
+
+class _EncodingIds:
+    """Adapts a `tokenizers.Tokenizer` (whose encode returns an Encoding) to `encode -> ids`."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> Sequence[int]:
+        ids: Sequence[int] = self.tokenizer.encode(text).ids
+        return ids
+
+
+def load_tokenizer(spec: str) -> Tokenizer:
+    """A tokenizer from a spec string, for budgets given on the command line.
+
+    `sentencepiece:PATH` (or a path ending in .model): a SentencePiece model file;
+    `tokenizers:PATH` (or a path ending in .json): a Hugging Face tokenizer.json;
+    `hf:NAME_OR_DIR`: `transformers.AutoTokenizer.from_pretrained` (a local folder, or a name
+    already in the user's cache). The libraries are imported only when asked for.
+    """
+    kind, sep, target = spec.partition(":")
+    if not sep or kind not in ("sentencepiece", "tokenizers", "hf"):
+        target = spec
+        kind = "sentencepiece" if spec.endswith(".model") else "tokenizers"
+        if not spec.endswith((".model", ".json")):
+            raise ValueError(
+                f"tokenizer {spec!r}: use sentencepiece:PATH, tokenizers:PATH or hf:NAME"
+            )
+    if kind == "sentencepiece":
+        import sentencepiece
+
+        processor: Tokenizer = sentencepiece.SentencePieceProcessor(model_file=target)
+        return processor
+    if kind == "tokenizers":
+        import tokenizers
+
+        return _EncodingIds(tokenizers.Tokenizer.from_file(target))
+    import transformers
+
+    pretrained: Tokenizer = transformers.AutoTokenizer.from_pretrained(target)
+    return pretrained
