@@ -157,26 +157,30 @@ class SplitLongDocuments(Stage):
         table: pa.Table, counts: np.ndarray, chunk_texts: list[str], chunk_ids: list[str]
     ) -> pa.Table:
         """Each row repeated counts[row] times; split rows get their chunks' text and id."""
-        n = table.num_rows
-        parent_rows = np.repeat(np.arange(n, dtype=np.int64), counts)
-        split = np.repeat(counts > 1, counts)
-        # Index into [original values..., chunk values...]: chunk values in output order.
-        source = parent_rows.copy()
-        source[split] = n + np.arange(int(split.sum()), dtype=np.int64)
-        out = table.take(pa.array(parent_rows)) if len(chunk_ids) else table
-        texts = table.column(C.TEXT).combine_chunks()
-        ids = table.column(C.ID).combine_chunks()
-        parent_ids = ids.take(pa.array(parent_rows)) if len(chunk_ids) else ids
-        if len(chunk_ids):
+        ids = table.column(C.ID)
+        split = np.zeros(table.num_rows, dtype=bool)
+        out, parent_ids = table, ids
+        if chunk_ids:
+            n = table.num_rows
+            parent_rows = pa.array(np.repeat(np.arange(n, dtype=np.int64), counts))
+            split = np.repeat(counts > 1, counts)
+            # Index into [original values..., chunk values...], chunk values in output order.
+            source = np.repeat(np.arange(n, dtype=np.int64), counts)
+            source[split] = n + np.arange(len(chunk_ids), dtype=np.int64)
             index = pa.array(source)
-            new_texts = pa.concat_arrays([texts, pa.array(chunk_texts, texts.type)]).take(index)
-            new_ids = pa.concat_arrays([ids, pa.array(chunk_ids, ids.type)]).take(index)
-            out = out.set_column(out.schema.get_field_index(C.TEXT), C.TEXT, new_texts)
+            # Take every column but the text: repeating a long text per chunk would copy it k times.
+            position = table.schema.get_field_index(C.TEXT)
+            texts = table.column(position)
+            out = table.remove_column(position).take(parent_rows)
+            new_texts = pa.chunked_array([*texts.chunks, pa.array(chunk_texts, texts.type)])
+            out = out.add_column(position, table.schema.field(position), new_texts.take(index))
+            new_ids = pa.chunked_array([*ids.chunks, pa.array(chunk_ids, ids.type)]).take(index)
             out = out.set_column(out.schema.get_field_index(C.ID), C.ID, new_ids)
+            parent_ids = ids.take(parent_rows)
+        parent_ids = parent_ids.cast(pa.string())
         position = out.schema.get_field_index(C.PARENT_ID)
         if position < 0:
-            return out.append_column(C.PARENT_ID, parent_ids.cast(pa.string()))
-        existing = out.column(C.PARENT_ID).combine_chunks().cast(pa.string())
-        kept = pc.coalesce(existing, parent_ids.cast(pa.string()))
-        parent = pc.if_else(pa.array(split), parent_ids.cast(pa.string()), kept)
+            return out.append_column(C.PARENT_ID, parent_ids)
+        existing = out.column(position).cast(pa.string())
+        parent = pc.if_else(pa.array(split), parent_ids, pc.coalesce(existing, parent_ids))
         return out.set_column(position, C.PARENT_ID, parent)
