@@ -60,10 +60,16 @@ class _Budget:
         self.encode = tokenizer.encode if tokenizer is not None and max_tokens else None
         # Special tokens (BOS/EOS) that encode adds once per call, not once per unit.
         self.overhead = len(self.encode("")) if self.encode else 0
+        self._counts: dict[tuple[int, int], int] = {}
 
     def tokens(self, start: int, end: int) -> int:
+        """Tokens of text[start:end] without the special tokens (each span encoded once)."""
         assert self.encode is not None
-        return len(self.encode(self.text[start:end])) - self.overhead
+        key = (start, end)
+        count = self._counts.get(key)
+        if count is None:
+            count = self._counts[key] = len(self.encode(self.text[start:end])) - self.overhead
+        return count
 
     def too_big(self, start: int, end: int) -> bool:
         if self.max_chars is not None and end - start > self.max_chars:
@@ -86,6 +92,7 @@ class _Budget:
         other.__dict__.update(self.__dict__)
         if text is not None:
             other.text = text
+            other._counts = {}
         return other
 
     def tightened(self, factor: float) -> _Budget:
