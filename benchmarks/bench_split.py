@@ -1,6 +1,6 @@
 """Speed (MB/s per core) and sentence agreement of the split stage, on English and Chinese.
 
-Usage: python benchmarks/bench_split.py [--max-chars 2000] [--repeat 3] [--no-pysbd]
+Usage: python benchmarks/bench_split.py [--max-chars 2000] [--repeat 3] [--no-libraries]
 
 Corpora come from the team's reference data (`$DATACLEAN_SHARED_DATA`, else `../shared/data`
 beside the repository): English = WikiText-2 articles and Project Gutenberg books (both
@@ -8,10 +8,11 @@ detokenized) and raw Common Crawl pages; Chinese = CMRC 2018 Wikipedia paragraph
 document) and 红楼梦 chapters. Without that folder, generated text stands in (and the figures say
 so). Every figure is one core, best of `--repeat` runs, and is reported next to references
 measured in the same run on the same text, since the machines are shared and absolute speeds drift:
-`str.split()` (one C pass over the text), one regex pass finding terminator characters, and pysbd
-(the library the rules were measured against; on a sample, it is slow), if installed.
+`str.split()` (one C pass over the text), one regex pass finding terminator characters, and the
+PyPI sentence splitters the rules were measured against, on a 150 KB sample of the documents over
+the budget, where installed (benchmark-only, optional: `pip install pysbd sentencex blingfire`).
 
-Agreement: on an English sample, the share of pysbd's sentence ends that `split_sentences` also
+Agreement: on the same sample, the share of pysbd's sentence ends that `split_sentences` also
 finds (recall) and the share of ours that pysbd also finds (precision). Neither is ground truth;
 large disagreement would point at a rule to check.
 """
@@ -28,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -37,7 +39,7 @@ from dataclean.stages.split import SplitLongDocuments, chunk_text, split_sentenc
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("DATACLEAN_SHARED_DATA", REPO.parent / "shared" / "data"))
-PYSBD_SAMPLE_BYTES = 150_000
+LIBRARY_SAMPLE_BYTES = 150_000
 
 
 def detokenize(text: str) -> str:
@@ -116,22 +118,46 @@ def sentence_ends(pieces: list[str]) -> set[int]:
     return ends
 
 
-def pysbd_pieces(segmenter: object, text: str) -> list[str]:
+def aligned_pieces(segment: Callable[[str], list[str]], text: str) -> list[str]:
     """pysbd's sentences as consecutive pieces of `text` (its char_span offsets drift, so each
     segment is found in the text after the previous one)."""
     pieces, position = [], 0
-    for segment in segmenter.segment(text):  # type: ignore[attr-defined]
-        found = text.find(segment.strip(), position)
+    for sentence in segment(text):
+        found = text.find(sentence.strip(), position)
         if found < 0:
             continue
-        end = found + len(segment.strip())
+        end = found + len(sentence.strip())
         pieces.append(text[position:end])
         position = end
     pieces.append(text[position:])
     return pieces
 
 
-def report(lang: str, docs: list[str], max_chars: int, repeat: int, segmenter: object) -> None:
+def library_segmenters(lang: str) -> dict[str, Callable[[str], Any]]:
+    """Sentence splitters from PyPI that are installed (benchmark-only, all optional)."""
+    found: dict[str, Callable[[str], Any]] = {}
+    try:
+        import pysbd
+
+        found["pysbd 0.3"] = pysbd.Segmenter(language=lang, clean=False).segment
+    except ImportError:
+        pass
+    try:
+        import sentencex
+
+        found["sentencex"] = lambda text: list(sentencex.segment(lang, text))
+    except ImportError:
+        pass
+    try:
+        import blingfire
+
+        found["blingfire"] = blingfire.text_to_sentences_and_offsets
+    except ImportError:
+        pass
+    return found
+
+
+def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: bool) -> None:
     """Print one language's speeds against the references, chunk figures and pysbd agreement."""
     size = sum(len(doc.encode("utf-8")) for doc in docs)
     long_docs = [doc for doc in docs if len(doc) > max_chars]
@@ -140,7 +166,7 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, segmenter: o
     stage = SplitLongDocuments(max_chars=max_chars)
     terminators = re.compile(r"[.!?。！？；．]")
     print(f"[{lang}] {len(docs)} docs, {size / 1e6:.1f} MB; {len(long_docs)} over budget")
-    print(f"{'':4}{'what':40}{'MB/s':>8}{'x str.split':>13}")
+    print(f"{'':4}{'what':48}{'MB/s':>8}{'x str.split':>13}")
     reference = size / best_seconds(lambda: [doc.split() for doc in docs], repeat)
     rows = [
         ("reference: str.split()", reference),
@@ -161,18 +187,20 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, segmenter: o
         ),
         ("SplitLongDocuments stage (all docs)", size / best_seconds(lambda: stage(table), repeat)),
     ]
-    sample: list[str] = []
+    sample: list[str] = []  # what the stage really splits: documents over the budget
     total = 0
-    if segmenter is not None:
-        for doc in docs:
-            if total > PYSBD_SAMPLE_BYTES:
-                break
-            sample.append(doc)
-            total += len(doc.encode("utf-8"))
-        seconds = best_seconds(lambda: [segmenter.segment(doc) for doc in sample], 1)  # type: ignore[attr-defined]
-        rows.append((f"reference: pysbd ({total // 1000} KB sample)", total / seconds))
+    for doc in long_docs:
+        if total > LIBRARY_SAMPLE_BYTES:
+            break
+        sample.append(doc)
+        total += len(doc.encode("utf-8"))
+    segmenters = library_segmenters(lang) if libraries else {}
+    for library, segment in segmenters.items():
+        seconds = best_seconds(lambda segment=segment: [segment(doc) for doc in sample], 1)
+        label = f"reference: {library} ({len(sample)} long docs, {total // 1000} KB)"
+        rows.append((label, total / seconds))
     for name, speed in rows:
-        print(f"{'':4}{name:40}{speed / 1e6:8.1f}{speed / reference:13.3f}")
+        print(f"{'':4}{name:48}{speed / 1e6:8.1f}{speed / reference:13.3f}")
     out = stage(table)
     longest = max(len(text) for text in out.column("text").to_pylist())
     chunks = out.num_rows - table.num_rows + len(long_docs)
@@ -181,11 +209,11 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, segmenter: o
         end="",
     )
     print(f"longest chunk {longest} chars (budget {max_chars})")
-    if segmenter is not None:
+    if "pysbd 0.3" in segmenters:
         ours_total = theirs_total = both = 0
         for doc in sample:
             ours = sentence_ends(split_sentences(doc))
-            theirs = sentence_ends(pysbd_pieces(segmenter, doc))
+            theirs = sentence_ends(aligned_pieces(segmenters["pysbd 0.3"], doc))
             ours_total += len(ours)
             theirs_total += len(theirs)
             both += len(ours & theirs)
@@ -200,7 +228,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--max-chars", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--no-pysbd", action="store_true")
+    parser.add_argument("--no-libraries", action="store_true", help="skip pysbd & co.")
     args = parser.parse_args()
     real = DATA.is_dir()
     corpora = {
@@ -210,15 +238,7 @@ def main() -> None:
     print(f"data: {DATA if real else 'generated (no reference data found)'}")
     print(f"budget: max_chars={args.max_chars}; best of {args.repeat} runs; one core\n")
     for lang, docs in corpora.items():
-        segmenter = None
-        if not args.no_pysbd:
-            try:
-                import pysbd
-
-                segmenter = pysbd.Segmenter(language=lang, clean=False)
-            except ImportError:
-                print("pysbd not installed: no pysbd reference")
-        report(lang, docs, args.max_chars, args.repeat, segmenter)
+        report(lang, docs, args.max_chars, args.repeat, not args.no_libraries)
 
 
 if __name__ == "__main__":
