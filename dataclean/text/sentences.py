@@ -149,6 +149,14 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
             continue
         before = text[start - 1] if start else ""
         after = text[end]
+        if found == ". " and before < "\u2e80":
+            # Fast path for the most common English candidate: a period and one space.
+            if not after.islower() and after not in _TERMINATORS:
+                if _period_ends_sentence(text, start, after, unit_start):
+                    ends.append(end)
+                    levels.append(SENTENCE)
+                    unit_start = end
+            continue
         if end - start == 1 and (first in _CJK_TERMINATORS or after < "\u2e80"):
             # Fast paths for the most common candidates: a lone 。 and a period inside a token.
             if first not in _CJK_TERMINATORS:
