@@ -151,11 +151,14 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
         after = text[end]
         if found == ". " and before < "\u2e80":
             # Fast path for the most common English candidate: a period and one space.
-            if not after.islower() and after not in _TERMINATORS:
-                if _period_ends_sentence(text, start, after, unit_start):
-                    ends.append(end)
-                    levels.append(SENTENCE)
-                    unit_start = end
+            if (
+                not after.islower()
+                and after not in _TERMINATORS
+                and _period_ends_sentence(text, start, after, unit_start)
+            ):
+                ends.append(end)
+                levels.append(SENTENCE)
+                unit_start = end
             continue
         if end - start == 1 and (first in _CJK_TERMINATORS or after < "\u2e80"):
             # Fast paths for the most common candidates: a lone 。 and a period inside a token.
@@ -218,8 +221,9 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
 
 
 def _in_title(text: str, unit_start: int, at: int) -> bool:
-    """Whether text[at] is inside 《书名》 opened in the current sentence."""
-    return text.rfind("《", unit_start, at) > text.rfind("》", unit_start, at)
+    """Whether text[at] is inside 《书名》 opened in the current sentence (within 256 chars)."""
+    low = max(unit_start, at - 256)  # a bound keeps long unsplit runs linear
+    return text.rfind("《", low, at) > text.rfind("》", low, at)
 
 
 def weak_boundaries(text: str, start: int, stop: int, level: int) -> list[int]:
