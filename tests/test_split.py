@@ -445,6 +445,8 @@ def test_stage_token_budget_with_tokenizer_spec() -> None:
         max_chars=None, max_tokens=800, tokenizer=f"sentencepiece:{SP_MODEL}"
     )
     out = pickle.loads(pickle.dumps(stage))(_table(["短。", text]))
+    stage.setup()  # a stage set up on the driver still pickles: the tokenizer is reloaded
+    assert pickle.loads(pickle.dumps(stage))(_table(["短。", text])).equals(out)
     tokenizer = load_tokenizer(str(SP_MODEL))
     assert out.num_rows > 2
     assert all(len(tokenizer.encode(t)) <= 800 for t in out.column(C.TEXT).to_pylist())

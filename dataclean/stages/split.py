@@ -61,15 +61,15 @@ def chunk_text(
 class SplitLongDocuments(Stage):
     """Replace each document over the budget by its chunks (see the module docstring).
 
-    `max_chars` (default 2000): code points per sample. 2000 Chinese characters are about
-    1,300-2,000 tokens with tokenizers built for Chinese (Qwen, ChatGLM, Baichuan: 0.6-1 token per
-    character), so a chunk fits a 2048-token context; 2000 English characters are ~500 tokens, a
-    sample the trainer packs with others. Small samples also let perplexity filtering and
-    quarantine drop a bad passage without its whole book. Set `max_tokens` + `tokenizer` (a spec
-    for `chunking.load_tokenizer`) for an exact token budget; both budgets apply when both are
-    set (`max_chars=None` for tokens only). `overlap_sentences`: repeat up to N sentences of a
-    chunk at the start of the next. `balance`: cuts go to the strongest boundary within
-    +-balance x the average chunk size of an even share (0 = evenest cuts, 1 = boundary first).
+    `max_chars` (default 2000): code points per sample. 2000 Chinese characters are roughly
+    1,200-2,000 tokens with tokenizers built for Chinese (Qwen, ChatGLM, Baichuan: about 0.6-1
+    token per character), so a chunk fits a 2048-token context; 2000 English characters are ~500
+    tokens, a sample the trainer packs with others. Small samples also let perplexity filtering
+    and quarantine drop a bad passage without its whole book. Set `max_tokens` + `tokenizer` (a
+    spec for `chunking.load_tokenizer`) for an exact token budget; both budgets apply when both
+    are set (`max_chars=None` for tokens only). `overlap_sentences`: repeat up to N sentences of
+    a chunk at the start of the next. `balance`: each cut goes to the strongest boundary within
+    +-balance x (average chunk size) of an even share (0 = evenest, 1 = strongest boundary).
     """
 
     name: ClassVar[str] = "split"
@@ -90,7 +90,8 @@ class SplitLongDocuments(Stage):
         if self.max_tokens is not None and not self.tokenizer:
             raise ConfigError("split.tokenizer: max_tokens needs one (e.g. sentencepiece:PATH)")
         if self.overlap_sentences < 0:
-            raise ConfigError(f"split.overlap_sentences: >= 0, not {self.overlap_sentences}")
+            overlap = self.overlap_sentences
+            raise ConfigError(f"split.overlap_sentences: must be at least 0, got {overlap}")
         if not 0.0 <= self.balance <= 1.0:
             raise ConfigError(f"split.balance: must be within [0, 1], got {self.balance}")
 
