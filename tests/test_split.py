@@ -323,6 +323,7 @@ def test_token_budget_rechecks_whole_chunks() -> None:
 
 
 def test_token_budget_with_sentencepiece_on_chinese() -> None:
+    pytest.importorskip("sentencepiece")
     tokenizer = load_tokenizer(f"sentencepiece:{SP_MODEL}")
     text = next(doc["text"] for doc in REAL_DOCS if doc["id"] == "cmrc2018/first12")
     chunks = chunk_text(text, max_chars=2000, max_tokens=1000, tokenizer=tokenizer)
@@ -440,6 +441,7 @@ def test_stage_chunk_ids_are_stable_across_batches() -> None:
 
 
 def test_stage_token_budget_with_tokenizer_spec() -> None:
+    pytest.importorskip("sentencepiece")
     text = next(doc["text"] for doc in REAL_DOCS if doc["id"] == "cmrc2018/first12")
     stage = SplitLongDocuments(
         max_chars=None, max_tokens=800, tokenizer=f"sentencepiece:{SP_MODEL}"
