@@ -17,9 +17,11 @@ Rules are written by hand here because no library on PyPI served (measured with
 benchmarks/bench_split.py on 2 shared cores; the target is 20 MB/s per core on long documents):
 - pysbd 0.3.4 (last release 2021): 0.1-0.3 MB/s on English, 0.5-1.3 MB/s on Chinese; splits
   “你好。”然后 before the closing quote; its segments and char spans do not give back the text.
-- sentencex 1.0.32: 28 MB/s on a 10 KB document but quadratic, 2.7 MB/s at 50 KB and 0.6 MB/s at
-  200 KB (the books this stage exists for); drops characters at paragraph breaks; cuts after
-  《你好吗？》 and inside ３．５; does not split after ；or ……
+- sentencex 1.0.32 (Wikimedia): fast on clean prose (50-100 MB/s on detokenized English, 20-60
+  on Chinese) but superlinear on some inputs: on WikiText's tokenized text 34 MB/s for 10 KB,
+  2.9 MB/s for 50 KB, 0.2 MB/s for 800 KB, a risk on arbitrary web data. It also drops characters
+  at paragraph breaks (no exact offsets), cuts after 《你好吗？》 and inside ３．５, and never cuts
+  at ； or …… .
 - blingfire 0.1.8: 4-9 MB/s through its Python offsets API; cuts 。” and 《书名？》 wrongly.
 
 What we take from a library is its knowledge: the English abbreviation list comes from pysbd's
