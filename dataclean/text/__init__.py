@@ -1,1 +1,1 @@
-"""Text algorithms shared by stages: sentence boundaries and chunk packing."""
+"""Text algorithms shared by stages (pure functions, no Arrow)."""
