@@ -8,7 +8,8 @@ detokenized) and raw Common Crawl pages; Chinese = CMRC 2018 Wikipedia paragraph
 document) and 红楼梦 chapters. Without that folder, generated text stands in (and the figures say
 so). Every figure is one core, best of `--repeat` runs, and is reported next to references
 measured in the same run on the same text, since the machines are shared and absolute speeds drift:
-`str.split()` (one C pass over the text), one regex pass finding terminator characters, and the
+`str.split()` (one C pass over the text), one regex pass finding terminator characters, the clean
+stage (split's neighbour in the default pipeline, to show split is not its slowest stage), and the
 PyPI sentence splitters the rules were measured against, on a 150 KB sample of the documents over
 the budget, where installed (benchmark-only, optional: `pip install pysbd sentencex blingfire`).
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import random
 import re
 import sys
@@ -35,10 +35,10 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.corpus import SHARED as DATA
+from dataclean.stages.clean import CleanText
 from dataclean.stages.split import SplitLongDocuments, chunk_text, split_sentences
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("DATACLEAN_SHARED_DATA", REPO.parent / "shared" / "data"))
 LIBRARY_SAMPLE_BYTES = 150_000
 
 
@@ -164,6 +164,7 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: b
     long_size = sum(len(doc.encode("utf-8")) for doc in long_docs)
     table = pa.table({"id": [f"d{i}" for i in range(len(docs))], "text": docs})
     stage = SplitLongDocuments(max_chars=max_chars)
+    clean = CleanText()  # the stage before split in the default pipeline, for comparison
     terminators = re.compile(r"[.!?。！？；．]")
     print(f"[{lang}] {len(docs)} docs, {size / 1e6:.1f} MB; {len(long_docs)} over budget")
     print(f"{'':4}{'what':48}{'MB/s':>8}{'x str.split':>13}")
@@ -181,11 +182,13 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: b
         (
             "chunk_text (docs over budget)",
             long_size
-            / best_seconds(
-                lambda: [chunk_text(doc, max_chars=max_chars) for doc in long_docs], repeat
-            ),
+            / best_seconds(lambda: [chunk_text(doc, max_chars=max_chars) for doc in long_docs], repeat),
         ),
         ("SplitLongDocuments stage (all docs)", size / best_seconds(lambda: stage(table), repeat)),
+        (
+            "reference: CleanText stage (all docs)",
+            size / best_seconds(lambda: clean(table), repeat),
+        ),
     ]
     sample: list[str] = []  # what the stage really splits: documents over the budget
     total = 0

@@ -8,16 +8,23 @@ import math
 import pickle
 import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 
 from dataclean import columns as C
+from dataclean.cli import cli
 from dataclean.config import configure
 from dataclean.errors import ConfigError
+from dataclean.executors.local import LocalExecutor
+from dataclean.run import run_pipeline
+from dataclean.stages.clean import CleanText
 from dataclean.stages.split import SplitLongDocuments, chunk_text, split_sentences
 from dataclean.text.chunking import chunk_spans, load_tokenizer
 from dataclean.text.sentences import LINE, PARAGRAPH, SENTENCE, sentence_boundaries
+from tests.conftest import read_rows, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "split"
 REAL_DOCS = [json.loads(line) for line in (FIXTURES / "real_docs.jsonl").open(encoding="utf-8")]
@@ -65,8 +72,7 @@ ENGLISH = [
         ["Her email is Jane.Doe@example.com.", "I sent her an email."],
     ),
     (
-        "The site is: https://www.example.50.com/new-site/awesome_content.html. Please check it"
-        " out.",
+        "The site is: https://www.example.50.com/new-site/awesome_content.html. Please check it out.",
         [
             "The site is: https://www.example.50.com/new-site/awesome_content.html.",
             "Please check it out.",
@@ -443,9 +449,7 @@ def test_stage_chunk_ids_are_stable_across_batches() -> None:
 def test_stage_token_budget_with_tokenizer_spec() -> None:
     pytest.importorskip("sentencepiece")
     text = next(doc["text"] for doc in REAL_DOCS if doc["id"] == "cmrc2018/first12")
-    stage = SplitLongDocuments(
-        max_chars=None, max_tokens=800, tokenizer=f"sentencepiece:{SP_MODEL}"
-    )
+    stage = SplitLongDocuments(max_chars=None, max_tokens=800, tokenizer=f"sentencepiece:{SP_MODEL}")
     out = pickle.loads(pickle.dumps(stage))(_table(["短。", text]))
     stage.setup()  # a stage set up on the driver still pickles: the tokenizer is reloaded
     assert pickle.loads(pickle.dumps(stage))(_table(["短。", text])).equals(out)
@@ -477,3 +481,64 @@ def test_stage_is_configurable_from_strings() -> None:
     with pytest.raises(ConfigError, match=r"split.max_chars"):
         configure(SplitLongDocuments(), {"max_chars": "none"})
     assert stage.params()["max_chars"] == 500
+
+
+# In the pipeline and on the command line --------------------------------------------------------
+
+LONG_ROWS = [
+    {"id": "en-long", "text": "".join(f"Sentence number {i} is right here. " for i in range(80))},
+    {"id": "zh-long", "text": "".join(f"这是第{i}句话，内容很普通。" for i in range(120))},
+    {"id": "short", "text": "A short document."},
+]
+
+
+def _kept_by_id(folder: Path) -> dict[str, dict[str, object]]:
+    return {str(row[C.ID]): row for row in read_rows(folder)}
+
+
+def test_cli_max_chars_splits_in_the_default_pipeline(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", LONG_ROWS)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["run", str(inp), "-o", str(out), "--executor", "local", "--max-chars", "500"]
+    )
+    assert result.exit_code == 0, result.output
+    kept = _kept_by_id(out / "data")
+    for row in LONG_ROWS:
+        chunks = sorted(
+            (chunk for chunk in kept.values() if chunk[C.PARENT_ID] == row["id"]),
+            key=lambda chunk: int(str(chunk[C.ID]).partition("#")[2] or 0),
+        )
+        assert "".join(str(chunk[C.TEXT]) for chunk in chunks) == row["text"]
+        assert all(len(str(chunk[C.TEXT])) <= 500 for chunk in chunks)
+    assert kept["short"][C.PARENT_ID] == "short"
+    assert "en-long#0" in kept and "zh-long#0" in kept
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["totals"]["invariant_holds"]
+    split_stats = next(stage for stage in stats["stages"] if stage["stage"] == "split")
+    assert split_stats["rows_added"] == len(kept) - len(LONG_ROWS) == stats["totals"]["rows_added"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    split = next(stage for stage in manifest["config"]["stages"] if stage["stage"] == "split")
+    assert split["params"]["max_chars"] == 500
+
+
+def test_cli_set_wins_over_max_chars_and_errors_are_one_line(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", LONG_ROWS)
+    args = ["run", str(inp), "--executor", "local", "--max-chars", "300"]
+    result = CliRunner().invoke(cli, [*args, "-o", str(tmp_path / "a"), "--set", "split.max_chars=1000"])
+    assert result.exit_code == 0, result.output
+    lengths = [len(str(row[C.TEXT])) for row in read_rows(tmp_path / "a" / "data")]
+    assert max(lengths) > 300 and max(lengths) <= 1000
+    result = CliRunner().invoke(cli, [*args[:-1], "0", "-o", str(tmp_path / "b")])
+    assert result.exit_code != 0
+    assert "split.max_chars: must be at least 1" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_split_gives_the_same_output_on_local_and_ray(tmp_path: Path, ray_executor: Any) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", LONG_ROWS)
+    stages = [CleanText(), SplitLongDocuments(max_chars=400, overlap_sentences=1)]
+    local = run_pipeline([str(inp)], str(tmp_path / "local"), stages, LocalExecutor())
+    on_ray = run_pipeline([str(inp)], str(tmp_path / "ray"), stages, ray_executor)
+    assert _kept_by_id(tmp_path / "local" / "data") == _kept_by_id(tmp_path / "ray" / "data")
+    assert local["totals"] == on_ray["totals"] and local["totals"]["invariant_holds"]

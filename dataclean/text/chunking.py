@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -145,6 +146,10 @@ def _inner_cuts(budget: _Budget, start: int, end: int, level: int) -> list[tuple
 
 def _units(budget: _Budget, ends: list[int], levels: list[int]) -> tuple[list[int], list[int]]:
     """Unit edges [0, ..., len(text)] and the level of each edge (the first and last unused)."""
+    if budget.encode is None and budget.max_chars is not None:
+        positions = [*ends, len(budget.text)]
+        if max(map(operator.sub, positions, [0, *ends])) <= budget.max_chars:
+            return [0, *positions], [0, *levels, 0]  # no sentence over the budget: the fast path
     edges = [0]
     edge_levels = [0]
     for position, level in zip([*ends, len(budget.text)], [*levels, 0], strict=True):
@@ -158,9 +163,7 @@ def _units(budget: _Budget, ends: list[int], levels: list[int]) -> tuple[list[in
     return edges, edge_levels
 
 
-def _pack(
-    sizes: list[list[int]], limits: list[int], levels: list[int], balance: float
-) -> list[int]:
+def _pack(sizes: list[list[int]], limits: list[int], levels: list[int], balance: float) -> list[int]:
     """Unit indices where chunks start and end: [0, c1, ..., m]. See the module docstring.
 
     `sizes[i]` is the cumulative size in measure i (chars, tokens) at each unit edge, `limits[i]`
@@ -169,14 +172,10 @@ def _pack(
     m = len(levels) - 1
 
     def reach(j: int) -> int:
-        return min(
-            bisect_right(cum, cum[j] + limit) - 1 for cum, limit in zip(sizes, limits, strict=True)
-        )
+        return min(bisect_right(cum, cum[j] + limit) - 1 for cum, limit in zip(sizes, limits, strict=True))
 
     def back(j: int) -> int:
-        return max(
-            bisect_left(cum, cum[j] - limit) for cum, limit in zip(sizes, limits, strict=True)
-        )
+        return max(bisect_left(cum, cum[j] - limit) for cum, limit in zip(sizes, limits, strict=True))
 
     count = 0
     position = 0
@@ -247,9 +246,7 @@ def chunk_spans(
     return spans
 
 
-def _spans(
-    budget: _Budget, balance: float, ends: list[int], levels: list[int]
-) -> list[tuple[int, int]]:
+def _spans(budget: _Budget, balance: float, ends: list[int], levels: list[int]) -> list[tuple[int, int]]:
     """Packed spans of budget.text, given its sentence boundaries."""
     edges, edge_levels = _units(budget, ends, levels)
     sizes: list[list[int]] = []
@@ -274,9 +271,7 @@ def _recut(budget: _Budget, balance: float, start: int, end: int) -> list[tuple[
     return [(start + a, start + b) for a, b in _spans(piece, balance, ends, levels)]
 
 
-def _verified(
-    budget: _Budget, spans: list[tuple[int, int]], balance: float
-) -> list[tuple[int, int]]:
+def _verified(budget: _Budget, spans: list[tuple[int, int]], balance: float) -> list[tuple[int, int]]:
     """Re-cut chunks whose own token count is over budget (summed unit counts can be short)."""
     result: list[tuple[int, int]] = []
     for start, end in spans:
@@ -349,9 +344,7 @@ def load_tokenizer(spec: str) -> Tokenizer:
         target = spec
         kind = "sentencepiece" if spec.endswith(".model") else "tokenizers"
         if not spec.endswith((".model", ".json")):
-            raise ValueError(
-                f"tokenizer {spec!r}: use sentencepiece:PATH, tokenizers:PATH or hf:NAME"
-            )
+            raise ValueError(f"tokenizer {spec!r}: use sentencepiece:PATH, tokenizers:PATH or hf:NAME")
     if kind == "sentencepiece":
         import sentencepiece
 

@@ -57,9 +57,7 @@ _BULLETS = " \t•‣⁃◦∙·*-–—"
 
 # One pass finds every candidate: a terminator run or a newline, with the closers and whitespace
 # after it. A single character class first lets the regex engine skip ahead at C speed.
-_CANDIDATE = re.compile(
-    r"[.!?…‥。！？；．｡\n][.!?…‥。！？；．｡]*[" + re.escape(_CLOSERS) + r"]*\s*"
-)
+_CANDIDATE = re.compile(r"[.!?…‥。！？；．｡\n][.!?…‥。！？；．｡]*[" + re.escape(_CLOSERS) + r"]*\s*")
 _TERMINATOR_CHARS = ".!?…‥。！？；．｡"
 _CLAUSE = re.compile(r"[，、：﹐﹑﹕](?:[" + re.escape(_CLOSERS) + r"]*)\s*|[,;:](?=\s)\s*")
 _SPACE = re.compile(r"\s+")
@@ -116,9 +114,7 @@ def _period_ends_sentence(text: str, at: int, after: str, unit_start: int) -> bo
     if len(token) <= 6 and at - len(raw) - unit_start <= 4:
         # "1." or "iv." at the start of a sentence is a list marker, not a sentence.
         lead = text[unit_start : at - len(raw)]
-        if not lead.strip(_BULLETS) and (
-            (token.isdigit() and len(token) <= 3) or _ROMAN.fullmatch(token)
-        ):
+        if not lead.strip(_BULLETS) and ((token.isdigit() and len(token) <= 3) or _ROMAN.fullmatch(token)):
             return False
     return True
 
