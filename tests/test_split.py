@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import pickle
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,39 @@ def test_hard_cut_never_splits_surrogates_or_clusters() -> None:
     assert all(chunk[0] == "\U0001f468" for chunk in chunks)
     for chunk in chunks:
         chunk.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("text", "budget"),
+    [
+        ("\n" * 5000, 2000),  # whitespace only
+        ("ab", 1),
+        ("Hello. World.", 1),
+        ("x" * 10 + "\u0301" * 100, 5),  # a cluster longer than the budget: the budget wins
+        ("\ud83d\ude00" * 3, 1),  # a surrogate pair longer than the budget: the pair wins
+    ],
+)
+def test_degenerate_budgets_still_reconstruct(text: str, budget: int) -> None:
+    chunks = chunk_text(text, max_chars=budget)
+    assert "".join(chunks) == text
+    assert all(len(chunk) <= max(budget, 2) for chunk in chunks)
+    assert not any("\udc00" <= chunk[0] <= "\udfff" for chunk in chunks)
+
+
+def test_random_texts_reconstruct_within_budget() -> None:
+    pieces = [*"ab XY.,;:!?。！？；，、．…“”「」《》\"'()\n\t01", "\u0301", "\u200d", "\U0001f600"]
+    pieces += ["Mr.", "e.g.", "\n\n"]
+    rng = random.Random(4)
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 200)))
+        budget = rng.choice([1, 2, 5, 30])
+        overlap = rng.choice([0, 0, 1])
+        spans = chunk_spans(text, max_chars=budget, overlap_sentences=overlap)
+        rebuilt = text[: spans[0][1]] + "".join(
+            text[previous_end:end] for (_, previous_end), (_, end) in itertools.pairwise(spans)
+        )
+        assert rebuilt == text
+        assert all(0 < end - start <= budget for start, end in spans) or text == ""
 
 
 class WordTokenizer:

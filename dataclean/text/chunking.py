@@ -113,7 +113,7 @@ def _hard_cuts(budget: _Budget, start: int, end: int) -> list[tuple[int, int]]:
     cuts: list[tuple[int, int]] = []
     previous = start
     for index in range(1, pieces):
-        position = char_boundary(text, start + round(index * (end - start) / pieces), previous)
+        position = char_boundary(text, start + round(index * (end - start) / pieces), previous, end)
         if previous < position < end:
             cuts.append((position, CHAR))
             previous = position
@@ -193,8 +193,10 @@ def _pack(sizes: list[list[int]], limits: list[int], levels: list[int], balance:
     cuts = [0]
     for k in range(1, count):
         previous = cuts[-1]
-        low = max(earliest[k], previous + 1)
-        high = max(low, reach(previous))
+        if previous >= m - 1:
+            break
+        high = min(max(previous + 1, reach(previous)), m - 1)
+        low = min(max(earliest[k], previous + 1), high)
         target = primary[previous] + (total - primary[previous]) / (count - k + 1)
         window_low = max(low, bisect_left(primary, target - slack))
         window_high = min(high, bisect_right(primary, target + slack) - 1)
@@ -206,7 +208,12 @@ def _pack(sizes: list[list[int]], limits: list[int], levels: list[int], balance:
             key=lambda j: (levels[j], abs(primary[j] - target)),
         )
         cuts.append(best)
-    cuts.append(m)
+    # Only a unit alone over the budget (a surrogate pair over max_chars=1, a character over a
+    # tiny token budget) can leave the rest too big: finish greedily, one unit at least per chunk.
+    while cuts[-1] < m and reach(cuts[-1]) < m:
+        cuts.append(max(cuts[-1] + 1, reach(cuts[-1])))
+    if cuts[-1] < m:
+        cuts.append(m)
     return cuts
 
 

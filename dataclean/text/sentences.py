@@ -243,11 +243,12 @@ def _joins_previous(text: str, at: int) -> bool:
     return unicodedata.category(char) in ("Mn", "Mc", "Me")
 
 
-def char_boundary(text: str, at: int, low: int) -> int:
-    """The nearest offset at or before `at` (but after `low`) that is a safe character cut.
+def char_boundary(text: str, at: int, low: int, high: int) -> int:
+    """The safe character cut nearest `at` strictly inside (low, high), preferring before `at`.
 
-    Falls back to the nearest safe offset after `at` when none is safe before it, and to `at`
-    itself when a cluster is absurdly long (Zalgo text).
+    Safe: not inside a grapheme cluster (combining marks, ZWJ sequences, variation selectors) nor
+    a surrogate pair. When a cluster fills the whole range (Zalgo text), the budget wins over the
+    cluster, never over a surrogate pair.
     """
     position = at
     while position > low and _joins_previous(text, position):
@@ -255,9 +256,13 @@ def char_boundary(text: str, at: int, low: int) -> int:
     if position > low:
         return position
     position = at
-    while position < len(text) and _joins_previous(text, position) and position - at < 64:
+    while position < high and _joins_previous(text, position):
         position += 1
-    return position
+    if position < high:
+        return position
+    if 0 < at < len(text) and "\udc00" <= text[at] <= "\udfff" and "\ud800" <= text[at - 1] <= "\udbff":
+        return at - 1 if at - 1 > low else at + 1
+    return at
 
 
 def split_sentences(text: str) -> list[str]:
