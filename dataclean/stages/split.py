@@ -4,7 +4,8 @@ Training code cuts samples at a fixed length; a cut inside a sentence makes the 
 there (a known cause of loss spikes). This stage turns every document over the budget into the
 fewest chunks that fit, cut at the strongest boundary near an even share: paragraph, then
 sentence, then line; a sentence alone over the budget at weak punctuation, then whitespace, then a
-character boundary (never inside a character, a surrogate pair or a grapheme cluster). Rules:
+character boundary (never inside a character or surrogate pair, nor a grapheme cluster unless the
+cluster alone is over the budget). Rules:
 `dataclean.text.sentences` (hand-written, with why no library served) and
 `dataclean.text.chunking` (packing, balancing, overlap, token budgets).
 

@@ -9,7 +9,8 @@ where the previous one ended), see `chunk_spans`.
 How cuts are chosen (balancing rule):
 1. Sentences, lines and paragraphs are the units; a unit over the budget alone is cut at weak
    punctuation, then whitespace, then (last resort) at a character boundary that is not inside a
-   surrogate pair or a grapheme cluster, into pieces that fit.
+   surrogate pair or a grapheme cluster, into pieces that fit (a cluster longer than the budget,
+   as in Zalgo text, is cut: the budget wins; a surrogate pair never is).
 2. The text becomes the fewest chunks that fit (n, found by greedy packing, which is optimal for
    this), so no chunk is created that the budget does not require.
 3. Each cut goes to the strongest boundary (paragraph > sentence > line > clause > space > char)

@@ -8,7 +8,8 @@ levels are stronger cuts:
     LINE       a single newline that does not end a sentence (headings, list items, wrapped lines)
     CLAUSE     weak punctuation: ，、：,;: (only inside a sentence that alone is over a budget)
     SPACE      a whitespace run (same)
-    CHAR       any character boundary that is not inside a surrogate pair or a grapheme cluster
+    CHAR       a character boundary not inside a surrogate pair or (unless longer than the budget)
+               a grapheme cluster
 
 Whitespace always stays with the text before it, so the pieces between boundaries join back to
 the text exactly.
