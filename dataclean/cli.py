@@ -115,6 +115,12 @@ def cli() -> None:
     help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.",
 )
 @click.option(
+    "--max-chars",
+    type=int,
+    default=None,
+    help="Split documents over N characters into samples (--set split.max_chars=N).",
+)
+@click.option(
     "--lm",
     "lm_models",
     multiple=True,
@@ -153,6 +159,7 @@ def run(
     only: tuple[str, ...],
     skip: tuple[str, ...],
     settings: tuple[str, ...],
+    max_chars: int | None,
     lm_models: tuple[str, ...],
     max_ppl: tuple[str, ...],
     drop_ppl_fraction: float | None,
@@ -162,6 +169,8 @@ def run(
     quiet: bool,
 ) -> None:
     """Clean INPUTS (files, globs, folders, hf:PATH) into OUTPUT."""
+    if max_chars is not None:  # sugar; an explicit --set split.max_chars wins
+        settings = (f"split.max_chars={max_chars}", *settings)
     settings = (*perplexity_settings(lm_models, max_ppl, drop_ppl_fraction), *settings)
     stages = select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
     read_options = ReadOptions(

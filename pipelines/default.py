@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
+from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> (dedup -> split, as they land) -> perplexity -> perplexity_filter -> (quarantine)."""
+    """clean -> (dedup) -> split -> perplexity -> perplexity_filter -> (quarantine, as it lands)."""
     return [
         CleanText(),
+        # dedup goes here, before split: duplicates are whole documents, not chunks.
+        SplitLongDocuments(),
         ScorePerplexity(),
         # Buckets at the corpus's 30th/60th percentiles per language; drop the worst 0.2%.
         FilterPerplexity(drop_fraction=0.002),
