@@ -212,7 +212,8 @@ def run(
     finally:
         engine.close()
     if not quiet:
-        Console().print(summary_table(stats))
+        # Not a terminal (a log, a pipe): print wide enough to keep stage and reason names whole.
+        Console(width=None if sys.stdout.isatty() else 120).print(summary_table(stats))
     click.echo(f"wrote {output}: {stats['totals']['kept']:,} rows kept", err=quiet)
 
 
