@@ -64,8 +64,10 @@ def _member(hashes: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return np.asarray(sorted_set[position] == hashes)
 
 
-def _explain(wanted: np.ndarray, dropped_files: list[str], missing: str, keep: int) -> list[Moved]:
-    """Group the `wanted` id hashes by the reason they were dropped for in `dropped_files`."""
+def _explain(
+    wanted: np.ndarray, dropped_files: list[str], kept_files: list[str], missing: str, keep: int
+) -> list[Moved]:
+    """Group the `wanted` id hashes (of rows in `kept_files`) by their reason in `dropped_files`."""
     moved: dict[str, Moved] = {}
     found: list[np.ndarray] = []
     for table in tables(dropped_files, [C.ID, C.REASON]):
@@ -84,11 +86,24 @@ def _explain(wanted: np.ndarray, dropped_files: list[str], missing: str, keep: i
             entry = moved.setdefault(kind, Moved(kind))
             entry.add(hashes[rows][at], [ids[i] for i in at], [reasons[i] for i in at], keep)
     seen = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.uint64)
-    unexplained = int(len(wanted) - _member(wanted, seen).sum())
+    unexplained = wanted[~_member(wanted, seen)]
     result = sorted(moved.values(), key=lambda m: (-m.count, m.reason))
-    if unexplained:
-        result.append(Moved(missing, unexplained))
+    if len(unexplained):
+        result.append(_named(Moved(missing, len(unexplained)), unexplained[:keep], kept_files))
     return result
+
+
+def _named(moved: Moved, hashes: np.ndarray, files: list[str]) -> Moved:
+    """`moved` with the ids of `hashes` (a few, sorted) found in `files` as its examples."""
+    for table in tables(files, [C.ID]):
+        if C.ID not in table.column_names:
+            continue
+        row_hashes = id_hashes(table.column(C.ID))
+        rows = np.flatnonzero(_member(row_hashes, hashes))
+        ids = table.column(C.ID).take(pa.array(rows)).to_pylist()
+        moved.examples.extend((int(row_hashes[r]), str(i), "") for r, i in zip(rows, ids, strict=True))
+    moved.examples = sorted(set(moved.examples))[: len(hashes)]
+    return moved
 
 
 def _counts(pairs: Iterable[tuple[str, int]], earlier: dict[str, int]) -> list[tuple[str, int, int]]:
@@ -117,7 +132,7 @@ def compare_runs(now: Output, earlier: Output, examples: int = 5, quarantined: i
         earlier=earlier.root,
         totals=[(name, int(totals_before.get(name, 0)), int(totals_now.get(name, 0))) for name in TOTALS],
         reasons=_counts(now.stats.get("reasons", {}).items(), dict(earlier.stats.get("reasons", {}))),
-        lost=_explain(lost, dropped_now, NOT_FOUND_NOW, examples),
-        gained=_explain(gained, dropped_before, NOT_FOUND_BEFORE, examples),
+        lost=_explain(lost, dropped_now, earlier.files["data"], NOT_FOUND_NOW, examples),
+        gained=_explain(gained, dropped_before, now.files["data"], NOT_FOUND_BEFORE, examples),
         newly_quarantined=newly,
     )
