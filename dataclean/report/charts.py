@@ -212,6 +212,7 @@ def cluster_sizes(summary: ClusterSummary) -> go.Figure:
     fig = go.Figure(go.Bar(x=[str(s) for s in sizes], y=counts, marker_color=OUT_COLOR, name="clusters"))
     log = bool(counts) and max(counts) > 50 * max(min(counts), 1)
     fig.update_yaxes(type="log" if log else "linear")
+    fig.update_xaxes(type="category")
     return _layout(
         fig, "Duplicate clusters by size", 320, xaxis_title="rows in the cluster", yaxis_title="clusters"
     )
@@ -231,6 +232,10 @@ def jaccard(histogram: LinearHistogram, threshold: float | None) -> go.Figure:
     )
     if threshold is not None:
         fig.add_vline(x=threshold, line_dash="dash", annotation_text=f"threshold {threshold:g}")
+    filled = np.flatnonzero(histogram.counts)
+    starts = [float(edges[filled[0]])] if len(filled) else []
+    low = min([*starts, *([threshold] if threshold is not None else [])], default=histogram.low)
+    fig.update_xaxes(range=[max(histogram.low, math.floor(low * 20) / 20 - 0.05), histogram.high])
     return _layout(
         fig,
         "Near duplicates by Jaccard similarity",
