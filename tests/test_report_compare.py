@@ -47,16 +47,18 @@ def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
 def test_compare_explains_every_kept_id_that_moved(tmp_path: Path) -> None:
     earlier, now = _two_runs(tmp_path)
     comparison = compare_runs(load_output(str(now)), load_output(str(earlier)))
-    lost = {m.reason: (m.count, [e[1] for e in m.examples]) for m in comparison.lost}
+    lost = {m.reason: (m.count, [e.id for e in m.examples]) for m in comparison.lost}
     assert lost == {"clean:repetition": (1, ["doc-09"]), NOT_FOUND_NOW: (1, ["doc-05"])}
-    gained = {m.reason: (m.count, [e[1] for e in m.examples]) for m in comparison.gained}
+    gained = {m.reason: (m.count, [e.id for e in m.examples]) for m in comparison.gained}
     assert gained == {"clean:empty": (1, ["doc-10"]), NOT_FOUND_BEFORE: (1, ["doc-12"])}
     reasons = {name: (before, after) for name, before, after in comparison.reasons}
     assert reasons == {"clean:repetition": (0, 1), "clean:empty": (1, 0)}
     totals = {name: (before, after) for name, before, after in comparison.totals}
     assert totals["kept"] == (10, 10) and totals["rows_in"] == (11, 11)
     newly = comparison.newly_quarantined
-    assert newly.count == 1 and [(e[1], e[2]) for e in newly.examples] == [("q-2", "quarantine:loss_spike")]
+    assert newly.count == 1 and [(e.id, e.reason) for e in newly.examples] == [
+        ("q-2", "quarantine:loss_spike")
+    ]
 
 
 def test_compare_section_of_the_page(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -24,17 +25,23 @@ NOT_FOUND_BEFORE = "not among the earlier run's rows (new input, or new chunk id
 TOTALS = ("rows_in", "rows_added", "kept", "excluded", "quarantined")
 
 
+class Example(NamedTuple):
+    hash: int
+    id: str
+    reason: str
+
+
 @dataclass
 class Moved:
     """Ids that moved for one reason: how many, and a few of them (smallest hashes first)."""
 
     reason: str
     count: int = 0
-    examples: list[tuple[int, str, str]] = field(default_factory=list)  # (hash, id, full reason)
+    examples: list[Example] = field(default_factory=list)
 
     def add(self, hashes: np.ndarray, ids: list[str], reasons: list[str], keep: int) -> None:
         self.count += len(ids)
-        self.examples.extend(zip(hashes.tolist(), ids, reasons, strict=True))
+        self.examples.extend(Example(*row) for row in zip(hashes.tolist(), ids, reasons, strict=True))
         self.examples.sort()
         del self.examples[keep:]
 
@@ -101,7 +108,7 @@ def _named(moved: Moved, hashes: np.ndarray, files: list[str]) -> Moved:
         row_hashes = id_hashes(table.column(C.ID))
         rows = np.flatnonzero(_member(row_hashes, hashes))
         ids = table.column(C.ID).take(pa.array(rows)).to_pylist()
-        moved.examples.extend((int(row_hashes[r]), str(i), "") for r, i in zip(rows, ids, strict=True))
+        moved.examples.extend(Example(int(row_hashes[r]), str(i), "") for r, i in zip(rows, ids, strict=True))
     moved.examples = sorted(set(moved.examples))[: len(hashes)]
     return moved
 

@@ -276,7 +276,7 @@ def _clusters(report: RunReport) -> str:
 
 def _moved(title: str, moved: list[Moved]) -> str:
     total = sum(m.count for m in moved)
-    rows = [(m.reason, ", ".join(example[1] for example in m.examples), m.count) for m in moved]
+    rows = [(m.reason, ", ".join(example.id for example in m.examples), m.count) for m in moved]
     content = table(("reason", "example ids", "rows"), rows, left=2) if rows else '<p class="none">None.</p>'
     return f"<h3>{esc(title)}: {total:,}</h3>{content}"
 
@@ -292,7 +292,9 @@ def _compare(comparison: Comparison | None) -> str:
         [(n, a, b, b - a) for n, a, b in comparison.reasons if a != b],
     )
     newly = comparison.newly_quarantined
-    quarantined = table(("id", "reason"), [(example[1], example[2]) for example in newly.examples], left=2)
+    quarantined = table(
+        ("id", "reason"), [(example.id, example.reason) for example in newly.examples], left=2
+    )
     more = (
         f'<p class="meta">and {newly.count - len(newly.examples):,} more.</p>'
         if newly.count > len(newly.examples)
