@@ -113,6 +113,12 @@ def cli() -> None:
     metavar="STAGE.PARAM=VALUE",
     help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.",
 )
+@click.option(
+    "--max-chars",
+    type=int,
+    default=None,
+    help="Split documents over N characters into samples (--set split.max_chars=N).",
+)
 @click.option("--batch-rows", type=int, default=2048, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
@@ -131,12 +137,15 @@ def run(
     only: tuple[str, ...],
     skip: tuple[str, ...],
     settings: tuple[str, ...],
+    max_chars: int | None,
     batch_rows: int,
     overwrite: bool,
     keep_work: bool,
     quiet: bool,
 ) -> None:
     """Clean INPUTS (files, globs, folders, hf:PATH) into OUTPUT."""
+    if max_chars is not None:  # sugar; an explicit --set split.max_chars wins
+        settings = (f"split.max_chars={max_chars}", *settings)
     stages = select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
     read_options = ReadOptions(
         text_column=text_column,

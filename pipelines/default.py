@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
+from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> (dedup -> split -> perplexity -> quarantine, as they land)."""
+    """clean -> (dedup) -> split -> (perplexity -> quarantine, as they land)."""
     return [
         CleanText(),
+        # dedup goes here, before split: duplicates are whole documents, not chunks.
+        SplitLongDocuments(),
     ]
