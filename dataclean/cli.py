@@ -217,6 +217,22 @@ def run(
     click.echo(f"wrote {output}: {stats['totals']['kept']:,} rows kept", err=quiet)
 
 
+@cli.command()
+@click.argument("output")
+@click.option(
+    "--compare",
+    "earlier",
+    default=None,
+    metavar="EARLIER_OUT",
+    help="An earlier run's output folder: show what changed since (rows by reason, ids moved).",
+)
+def report(output: str, earlier: str | None) -> None:
+    """Write OUTPUT/report.html: the run's funnel, drops with excerpts, scores and duplicates."""
+    from dataclean.report import write_report  # plotly loads only for this command
+
+    click.echo(f"wrote {write_report(output, earlier)}")
+
+
 cli.add_command(lm)
 
 
