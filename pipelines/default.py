@@ -5,11 +5,18 @@ from __future__ import annotations
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from dataclean.stages.dedup import DropDuplicates
+from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
+from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> dedup -> (split -> perplexity -> quarantine, as they land)."""
+    """clean -> dedup -> split -> perplexity -> perplexity_filter -> (quarantine, as it lands)."""
     return [
         CleanText(),
+        # Before split: duplicates are whole documents, not chunks.
         DropDuplicates(),
+        SplitLongDocuments(),
+        ScorePerplexity(),
+        # Buckets at the corpus's 30th/60th percentiles per language; drop the worst 0.2%.
+        FilterPerplexity(drop_fraction=0.002),
     ]
