@@ -283,12 +283,9 @@ def test_index_of_an_earlier_output(tmp_path: Path) -> None:
         run(DropDuplicates(index=str(tmp_path / "nothing")), new, tmp_path, shards=4)
 
 
-def test_local_and_ray_executors_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     from dataclean.executors.ray import RayExecutor
-
-    # Start our own Ray: without an address, ray.init joins any Ray already running on the machine.
-    monkeypatch.setenv("RAY_ADDRESS", "local")
 
     table = corpus()
     local = decisions(run(DropDuplicates(), table, tmp_path, shards=3))
