@@ -283,6 +283,23 @@ def test_index_of_an_earlier_output(tmp_path: Path) -> None:
         run(DropDuplicates(index=str(tmp_path / "nothing")), new, tmp_path, shards=4)
 
 
+def test_index_joins_split_chunks_back_into_documents(tmp_path: Path) -> None:
+    document = ENGLISH[20]
+    cut = len(document) // 2
+    output = pa.table(
+        {
+            C.ID: ["doc#1", "doc#0", "other"],
+            C.PARENT_ID: ["doc", "doc", "other"],
+            C.TEXT: [document[cut:], document[:cut], ENGLISH[21]],
+        }
+    )
+    pq.write_table(output, tmp_path / "out.parquet")
+    index = str(tmp_path / "index")
+    build_index(DropDuplicates(), [str(tmp_path / "out.parquet")], index)
+    new = pa.table({C.ID: ["copy"], C.TEXT: [document]})
+    assert decisions(run(DropDuplicates(index=index), new, tmp_path)) == {"copy": ("exact_of:doc", "doc")}
+
+
 def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     from dataclean.executors.ray import RayExecutor

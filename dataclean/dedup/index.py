@@ -6,6 +6,11 @@ earlier run kept, plus `index.json` with the settings they were computed with:
     build_index(stage, ["OUT/data/part-0.parquet", ...], "INDEX")      # once per output
     DropDuplicates(index="INDEX")                                       # later runs
 
+Outputs hold samples, and dedup compares documents (it runs before `split`): the chunks of a
+split document (`id = "{parent_id}#{k}"`) are joined back in k order, which gives the document's
+text exactly (see `dataclean.stages.split`), under its `parent_id`. A document whose chunks were
+partly dropped by later stages comes back partial: it still matches near copies, not exact ones.
+
 `fit` numbers the index rows before this run's rows and gives them the highest keep priority:
 an index row is never dropped (it is not in this run) and always wins its cluster, so a new
 row that duplicates earlier data is dropped as `exact_of:<earlier id>` or
@@ -86,15 +91,41 @@ def build_index(
     number = len(glob.glob(os.path.join(summaries_folder, "*.parquet")))
     written = []
     for source in files:
-        parquet = pq.ParquetFile(source)
-        columns = [name for name in (C.ID, C.TEXT, C.LANG) if name in parquet.schema_arrow.names]
+        names = pq.ParquetFile(source).schema_arrow.names
+        columns = [name for name in (C.ID, C.TEXT, C.LANG, C.PARENT_ID) if name in names]
         if C.ID not in columns or C.TEXT not in columns:
             raise ConfigError(f"dedup.index: {source!r} has no {C.ID!r} and {C.TEXT!r} columns")
+        # A split document's chunks are all in the file its shard wrote, so one file at a time.
+        table = documents(pq.read_table(source, columns=columns))
         path = os.path.join(summaries_folder, f"{number:06d}.parquet")
         with pq.ParquetWriter(path + ".tmp", SUMMARY_SCHEMA) as writer:
-            for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns):
-                writer.write_table(sketch.summarize(pa.Table.from_batches([batch])))
+            for start in range(0, table.num_rows, batch_rows):
+                writer.write_table(sketch.summarize(table.slice(start, batch_rows)))
         os.replace(path + ".tmp", path)
         written.append(path)
         number += 1
     return written
+
+
+def documents(table: pa.Table) -> pa.Table:
+    """Join the chunks of split documents back (id = parent_id, texts in chunk order)."""
+    if C.PARENT_ID not in table.column_names:
+        return table
+    ids = table.column(C.ID).to_pylist()
+    parents = table.column(C.PARENT_ID).to_pylist()
+    texts = table.column(C.TEXT).to_pylist()
+    langs = table.column(C.LANG).to_pylist() if C.LANG in table.column_names else [None] * len(ids)
+    chunks: dict[str, list[tuple[int, str, str | None]]] = {}
+    for row_id, parent, text, lang in zip(ids, parents, texts, langs, strict=True):
+        parent = parent or row_id
+        suffix = row_id[len(parent) + 1 :] if row_id.startswith(parent + "#") else ""
+        position = int(suffix) if suffix.isdigit() else 0
+        chunks.setdefault(parent, []).append((position, text or "", lang))
+    joined = {parent: sorted(parts, key=lambda part: part[0]) for parent, parts in chunks.items()}
+    return pa.table(
+        {
+            C.ID: list(joined),
+            C.TEXT: ["".join(part[1] for part in parts) for parts in joined.values()],
+            C.LANG: [parts[0][2] for parts in joined.values()],
+        }
+    )
