@@ -1,9 +1,8 @@
-"""xxHash (XXH32, XXH64) as numba kernels over byte ranges of an Arrow data buffer.
+"""XXH64 as a numba kernel over byte ranges of an Arrow data buffer.
 
-Shingles, exact-text keys, band keys and ids are hashed inside compiled loops, so hashing never
-builds a Python `bytes` object per item. The functions return exactly what the `xxhash` package
-returns (`xxhash.xxh32_intdigest`, `xxhash.xxh64_intdigest`), which is what lets the tests hand
-the same hash function to datasketch and compare signatures value for value.
+Exact-text keys, band keys and ids are hashed inside compiled loops, so hashing never builds a
+Python `bytes` object per item. `xxh64` returns exactly what `xxhash.xxh64_intdigest` returns,
+so any of these hashes can be recomputed outside dataclean.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -14,12 +13,6 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-_P32_1 = np.uint32(2654435761)
-_P32_2 = np.uint32(2246822519)
-_P32_3 = np.uint32(3266489917)
-_P32_4 = np.uint32(668265263)
-_P32_5 = np.uint32(374761393)
-
 _P64_1 = np.uint64(11400714785074694791)
 _P64_2 = np.uint64(14029467366897019727)
 _P64_3 = np.uint64(1609587929392839161)
@@ -27,11 +20,6 @@ _P64_4 = np.uint64(9650029242287828579)
 _P64_5 = np.uint64(2870177450012600261)
 
 _M32 = np.uint64(0xFFFFFFFF)
-
-
-@nb.njit(inline="always")
-def _rotl32(x: np.uint32, r: int) -> np.uint32:
-    return np.uint32((x << np.uint32(r)) | (x >> np.uint32(32 - r)))
 
 
 @nb.njit(inline="always")
@@ -54,50 +42,6 @@ def _read32(buf: np.ndarray, i: int) -> np.uint32:
 @nb.njit(inline="always")
 def _read64(buf: np.ndarray, i: int) -> np.uint64:
     return np.uint64(_read32(buf, i)) | (np.uint64(_read32(buf, i + 4)) << np.uint64(32))
-
-
-@nb.njit(inline="always")
-def _round32(acc: np.uint32, lane: np.uint32) -> np.uint32:
-    acc = np.uint32(acc + np.uint32(lane * _P32_2))
-    acc = _rotl32(acc, 13)
-    return np.uint32(acc * _P32_1)
-
-
-@nb.njit(cache=True)
-def xxh32(buf: np.ndarray, start: int, end: int, seed: int) -> np.uint32:
-    """XXH32 of `buf[start:end]` (a uint8 array), equal to `xxhash.xxh32_intdigest`."""
-    length = end - start
-    i = start
-    s = np.uint32(seed)
-    if length >= 16:
-        v1 = np.uint32(s + _P32_1 + _P32_2)
-        v2 = np.uint32(s + _P32_2)
-        v3 = s
-        v4 = np.uint32(s - _P32_1)
-        limit = end - 16
-        while i <= limit:
-            v1 = _round32(v1, _read32(buf, i))
-            v2 = _round32(v2, _read32(buf, i + 4))
-            v3 = _round32(v3, _read32(buf, i + 8))
-            v4 = _round32(v4, _read32(buf, i + 12))
-            i += 16
-        h = np.uint32(_rotl32(v1, 1) + _rotl32(v2, 7) + _rotl32(v3, 12) + _rotl32(v4, 18))
-    else:
-        h = np.uint32(s + _P32_5)
-    h = np.uint32(h + np.uint32(length))
-    while i + 4 <= end:
-        h = np.uint32(h + np.uint32(_read32(buf, i) * _P32_3))
-        h = np.uint32(_rotl32(h, 17) * _P32_4)
-        i += 4
-    while i < end:
-        h = np.uint32(h + np.uint32(np.uint32(buf[nb.uint64(i)]) * _P32_5))
-        h = np.uint32(_rotl32(h, 11) * _P32_1)
-        i += 1
-    h = np.uint32(h ^ (h >> np.uint32(15)))
-    h = np.uint32(h * _P32_2)
-    h = np.uint32(h ^ (h >> np.uint32(13)))
-    h = np.uint32(h * _P32_3)
-    return np.uint32(h ^ (h >> np.uint32(16)))
 
 
 @nb.njit(inline="always")

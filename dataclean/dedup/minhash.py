@@ -1,12 +1,13 @@
 """Batched MinHash signatures equal to datasketch's, and LSH band keys, over whole batches.
 
-For each shingle s of a text, datasketch's `MinHash(num_perm, seed, hashfunc=xxh32)` (scheme
-"affine32", its default since 2.0) computes h = fmix32(xxh32(s)) and keeps, per permutation j,
-min over shingles of (a_j * h + b_j) mod 2**32, with (a_j, b_j) drawn from
+For each shingle s of a text, datasketch's `MinHash(num_perm, seed, hashfunc=ShingleHash(mode))`
+(scheme "affine32", its default since 2.0) computes h = fmix32(hashfunc(s)) and keeps, per
+permutation j, min over shingles of (a_j * h + b_j) mod 2**32, with (a_j, b_j) drawn from
 `numpy.random.RandomState(seed)`. `signatures` computes exactly that for every row of a batch in
-one compiled loop (shingles are byte ranges of the normalized buffer, hashed in place), taking the
-permutation parameters from datasketch itself so the two cannot drift apart. A row without
-shingles keeps the all-0xFFFFFFFF signature of an empty datasketch MinHash.
+one compiled loop (tokens hashed in place in the normalized buffer, four permutations per pass
+over the shingle hashes), taking the permutation parameters from datasketch itself so the two
+cannot drift apart. A row without shingles keeps the all-0xFFFFFFFF signature of an empty
+datasketch MinHash.
 
 `band_keys` turns a signature into one 64-bit key per LSH band: XXH64 of the band's values
 (little-endian uint32 bytes) seeded with the band number, so equal keys mean equal bands (up to a

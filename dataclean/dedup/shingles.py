@@ -1,17 +1,19 @@
 """Text normalization and shingling for dedup, over whole Arrow string arrays in one compiled pass.
 
-Normalization (`normalize`) decides what "the same text" means for both exact and near dedup:
+Normalization (`Normalized`, `normalize_text`) decides what "the same text" means for both exact
+and near dedup:
 whitespace runs always become one space (trimmed at both ends), and each fold in `fold` is applied
 per code point (the fields are documented in `FOLDS`). Format characters (zero-width space, soft
 hyphen, BOM: Unicode category Cf) are removed. A text that normalizes to "" has no shingles and
 is never a duplicate of anything (the clean stage drops empty rows).
 
-Shingles (`shingle_ranges`, `shingles`) are word n-grams for space-delimited text: n consecutive
-words joined by one space, which after normalization is exactly a substring, so hashing a shingle
-is hashing a byte range. For Chinese, Japanese, Thai and other unsegmented scripts they are
-character n-grams of the normalized text with spaces removed. A text with fewer than n tokens has
-one shingle: its whole normalized text (spaces removed in character mode), so such texts only
-match texts with the same normalized form, and short texts never merge into one big cluster.
+Shingles (`shingles`) are word n-grams for space-delimited text: n consecutive words joined by one
+space. For Chinese, Japanese, Thai and other unsegmented scripts they are character n-grams of the
+normalized text with spaces removed. A text with fewer than n tokens has one shingle: its whole
+normalized text (spaces removed in character mode), so such texts only match texts with the same
+normalized form, and short texts never merge into one big cluster. The batch kernels hash each
+token once (`token_hashes`, FNV-1a) and combine n token hashes into a shingle hash
+(`shingle_hashes`); `ShingleHash` is the same function of a shingle's bytes, for datasketch.
 
 Which mode a row gets: its `lang` value when it has one (`UNSEGMENTED_LANGS` -> characters), else
 its script: characters when at least 30% of its letters are Han, kana, Thai, Lao, Khmer or Myanmar.

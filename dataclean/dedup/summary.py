@@ -11,8 +11,8 @@ One summary row per input row (`SUMMARY_SCHEMA`):
 - `sketch`: what a candidate pair is checked with: the shingle hashes (exact Jaccard; about 4
   bytes per word or character), or the MinHash signature (estimated Jaccard; 4 bytes x num_perm).
 
-Summaries are about 20 + 8 x (bands + 1) bytes per row plus the sketch: for 2 KB English texts
-and the defaults, about 0.8 KB.
+Summaries are about 20 + 8 x (bands + 1) bytes per row plus the sketch: with the defaults, about
+0.8x the text for English (4 bytes per word of about 6) and 1.4x for Chinese (4 per character).
 """
 
 from __future__ import annotations

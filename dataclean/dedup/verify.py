@@ -122,7 +122,6 @@ class ClusterCandidates:
         key_values, key_offsets = flat_lists(table.column("keys"))
         sketch_values, sketch_offsets = flat_lists(table.column("sketch"))
         kind, target, score = decide(
-            table.column("root").to_numpy(),
             table.column("earlier").to_numpy(zero_copy_only=False),
             pc.fill_null(table.column("exact"), 0).to_numpy(),
             key_values.astype(np.uint64, copy=False),
@@ -310,7 +309,6 @@ def _decide_kernel(
 
 
 def decide(
-    roots: np.ndarray,
     earlier: np.ndarray,
     exact_hash: np.ndarray,
     key_values: np.ndarray,
@@ -324,9 +322,9 @@ def decide(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kind (UNIQUE/KEPT/EXACT/NEAR), kept row position and score per row.
 
-    Rows must be sorted by component root, then keep order (see the module docstring).
+    Rows must be sorted by component root, then keep order (see the module docstring): keys
+    and exact hashes never cross components, so the order alone separates them.
     """
-    del roots  # the sort order carries the components; see _decide_kernel
     if near and verify:
         sketch, sketch_offsets = _sorted_sets(sketch, sketch_offsets)
     return _decide_kernel(
