@@ -94,7 +94,7 @@ def blame_samples(
     else:  # a tiny batch: compare with the recent level instead
         picked = np.asarray(ids, dtype=object)[finite & (losses >= 3 * level)]
     blamed = list(dict.fromkeys(str(i) for i in picked))
-    nonfinite = [str(i) for i, ok in zip(ids, finite) if not ok]
+    nonfinite = [str(i) for i, ok in zip(ids, finite, strict=True) if not ok]
     if nonfinite and finite.any():  # NaN on some samples of a finite batch: blame them too
         blamed += [i for i in nonfinite if i not in blamed]
     return blamed
@@ -194,41 +194,63 @@ def diagnose(
         evidence.append(f"{nonfinite} of {len(losses)} samples had a non-finite loss")
     batch_median = float(np.median(finite)) if len(finite) else math.nan
     typical_normal = len(finite) > 0 and batch_median <= rules.batch_normal * event.level
+
+    rank = _single_rank(batch, losses, rules, event.level)
+    if rank is not None:
+        worst, worst_median, others_median, others = rank
+        evidence.append(
+            f"rank {worst}: all its samples high (median {_fmt(worst_median)}) against "
+            f"{_fmt(others_median)} on the other {others} ranks"
+        )
+        rank_values = pc.fill_null(batch.column(S.RANK), -1).to_numpy()
+        spike.sample_ids = [i for i, r in zip(ids, rank_values, strict=True) if r == worst]
+        return decide("single_rank")
+    if batch.column(S.RANK).null_count == batch.num_rows:
+        spike.missing.append("rank")
+
     blamed = blame_samples(ids, losses, rules, event.level)
     if typical_normal and blamed:
+        top = float(np.nanmax(np.where(np.isfinite(losses), losses, np.nan)))
         evidence.append(
             f"batch median {_fmt(batch_median)} is normal; {len(blamed)} of {len(ids)} samples "
-            f"stand out (up to {_fmt(float(np.nanmax(np.where(np.isfinite(losses), losses, np.nan))))})"
+            f"stand out (up to {_fmt(top)})"
         )
         spike.sample_ids = blamed
         return decide("data")
-
-    ranks = batch.column(S.RANK)
-    if ranks.null_count < len(ranks) and len(pc.unique(ranks.drop_null())) >= 2:
-        rank_values = pc.fill_null(ranks, -1).to_numpy()
-        per_rank = {
-            int(r): float(np.nanmedian(losses[rank_values == r]))
-            for r in np.unique(rank_values)
-            if r >= 0 and np.isfinite(losses[rank_values == r]).any()
-        }
-        worst = max(per_rank, key=lambda r: per_rank[r])
-        others = [v for r, v in per_rank.items() if r != worst]
-        if (
-            others
-            and float(np.median(others)) <= rules.batch_normal * event.level
-            and per_rank[worst] >= 2 * float(np.median(others))
-        ):
-            evidence.append(
-                f"rank {worst} median loss {_fmt(per_rank[worst])} against "
-                f"{_fmt(float(np.median(others)))} on the other {len(others)} ranks"
-            )
-            spike.sample_ids = [i for i, r in zip(ids, rank_values) if r == worst]
-            return decide("single_rank")
-    else:
-        spike.missing.append("rank")
 
     if not typical_normal and len(finite):
         evidence.append(f"the whole batch rose (median {_fmt(batch_median)})")
         if lr_at_peak:
             return decide("lr_overshoot")
     return decide("unknown")
+
+
+def _single_rank(
+    batch: pa.Table, losses: np.ndarray, rules: DiagnosisRules, level: float
+) -> tuple[int, float, float, int] | None:
+    """(rank, its median, the others' median, how many others) when one rank's samples are all
+    high while the other ranks' are normal; None otherwise (or without rank information)."""
+    ranks = batch.column(S.RANK)
+    if ranks.null_count == len(ranks) or len(pc.unique(ranks.drop_null())) < 2:
+        return None
+    rank_values = pc.fill_null(ranks, -1).to_numpy()
+    finite = np.isfinite(losses)
+    per_rank = {
+        int(r): losses[(rank_values == r) & finite]
+        for r in np.unique(rank_values)
+        if r >= 0 and ((rank_values == r) & finite).any()
+    }
+    if len(per_rank) < 2:
+        return None
+    medians = {r: float(np.median(v)) for r, v in per_rank.items()}
+    worst = max(medians, key=lambda r: medians[r])
+    others = float(np.median([m for r, m in medians.items() if r != worst]))
+    high = per_rank[worst] >= rules.blame_ratio * others
+    if (
+        others <= rules.batch_normal * level
+        and medians[worst] >= 2 * others
+        and len(per_rank[worst]) >= 2
+        and high.mean() >= 0.75
+    ):
+        return worst, medians[worst], others, len(per_rank) - 1
+    return None

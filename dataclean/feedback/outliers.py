@@ -31,7 +31,7 @@ VERDICT_SCHEMA = pa.schema(
         ("nonfinite", pa.int64()),
         (S.SCORE, pa.float64()),
         ("mean_loss", pa.float64()),
-        ("window_median", pa.float64()),
+        ("level", pa.float64()),
         (S.FIRST_STEP, pa.int64()),
         (S.LAST_STEP, pa.int64()),
         ("flagged", pa.bool_()),
@@ -52,13 +52,28 @@ def robust_z(values: np.ndarray, reference: np.ndarray, min_scale: float = 0.01)
     return (values - median) / scale
 
 
-def _window_stats(
-    steps: np.ndarray, losses: np.ndarray, window: int, min_rows: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Median and robust scale of the finite losses within `window` steps around each row."""
+def _trend(steps: np.ndarray, losses: np.ndarray, half: int) -> np.ndarray:
+    """The loss level at each row's step: a rolling median (over `half` steps on each side) of the
+    per-step median losses. It follows the fast fall of early training that a wide window blurs."""
     finite = np.isfinite(losses)
+    unique, index = np.unique(steps, return_inverse=True)
+    per_step = _group_median(index[finite], losses[finite], len(unique))
+    known = np.isfinite(per_step)
+    if not known.any():
+        return np.full(len(steps), np.nan)
+    per_step = np.interp(np.arange(len(unique)), np.flatnonzero(known), per_step[known])
+    padded = np.pad(per_step, half, mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    return np.median(windows, axis=1)[index]
+
+
+def _window_stats(
+    steps: np.ndarray, values: np.ndarray, window: int, min_rows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Median and robust scale of the finite values within `window` steps around each row."""
+    finite = np.isfinite(values)
     order = np.argsort(steps[finite], kind="stable")
-    fsteps, flosses = steps[finite][order], losses[finite][order]
+    fsteps, fvalues = steps[finite][order], values[finite][order]
     medians = np.full(len(steps), np.nan)
     scales = np.full(len(steps), np.nan)
     if len(fsteps) == 0:
@@ -66,15 +81,15 @@ def _window_stats(
     half = max(window // 2, 1)
     stride = max(window // 4, 1)
     centers = np.arange(int(steps.min()), int(steps.max()) + stride, stride)
-    global_median = float(np.median(flosses))
-    global_mad = float(np.median(np.abs(flosses - global_median))) * MAD_SCALE
+    global_median = float(np.median(fvalues))
+    global_mad = float(np.median(np.abs(fvalues - global_median))) * MAD_SCALE
     center_median = np.empty(len(centers))
     center_scale = np.empty(len(centers))
     for i, center in enumerate(centers):
         lo = np.searchsorted(fsteps, center - half, "left")
         hi = np.searchsorted(fsteps, center + half, "right")
         if hi - lo >= min_rows:
-            chunk = flosses[lo:hi]
+            chunk = fvalues[lo:hi]
             median = float(np.median(chunk))
             center_median[i] = median
             center_scale[i] = float(np.median(np.abs(chunk - median))) * MAD_SCALE
@@ -110,8 +125,8 @@ def find_outliers(
     """Judge every sample of a loss log; returns one row per sample (schema `VERDICT_SCHEMA`).
 
     `window`: width in steps of the reference around each occurrence. `min_rows`: a window with
-    fewer finite losses falls back to the whole log. `min_scale`: floor of the robust scale as a
-    fraction of the median loss. Flagged rows carry reason `loss_outlier` or `nonfinite_loss`.
+    fewer finite losses falls back to the whole log. `min_scale`: floor of the robust scale of
+    log(loss / level), i.e. a relative spread of 1%. Flagged rows carry reason `loss_outlier` or `nonfinite_loss`.
     """
     if log.num_rows == 0:
         return VERDICT_SCHEMA.empty_table()
@@ -131,9 +146,14 @@ def find_outliers(
     batch_failed = (step_nonfinite / step_rows)[step_index] > 0.5
     isolated_nonfinite = ~finite & ~batch_failed
 
-    medians, mads = _window_stats(steps, losses, window, min_rows)
-    scales = np.maximum(np.maximum(mads, min_scale * np.abs(medians)), 1e-9)
-    z = (losses - medians) / scales
+    # Loss falls through training: compare each loss with the level at its own step (log ratio,
+    # since the spread of losses scales with their level), then the ratios within the window.
+    trend = _trend(steps, losses, max(window // 40, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        residual = np.log(np.maximum(losses, 1e-9)) - np.log(np.maximum(trend, 1e-9))
+    residual[~finite] = np.nan
+    medians, mads = _window_stats(steps, residual, window, min_rows)
+    z = (residual - medians) / np.maximum(mads, min_scale)
 
     encoded = pc.dictionary_encode(log.column(S.SAMPLE_ID)).combine_chunks()
     codes = encoded.indices.to_numpy().astype(np.int64)
@@ -142,7 +162,7 @@ def find_outliers(
     occurrences = np.bincount(codes, minlength=groups)
     nonfinite = np.bincount(codes, weights=isolated_nonfinite, minlength=groups).astype(np.int64)
     score = _group_median(codes[finite], z[finite], groups)
-    window_median = _group_median(codes[finite], medians[finite], groups)
+    level = _group_median(codes[finite], trend[finite], groups)
     finite_count = np.bincount(codes[finite], minlength=groups)
     loss_sum = np.bincount(codes[finite], weights=losses[finite], minlength=groups)
     mean_loss = np.divide(
@@ -165,7 +185,7 @@ def find_outliers(
             pa.array(nonfinite, pa.int64()),
             pa.array(score, pa.float64(), from_pandas=True),
             pa.array(mean_loss, pa.float64(), from_pandas=True),
-            pa.array(window_median, pa.float64(), from_pandas=True),
+            pa.array(level, pa.float64(), from_pandas=True),
             pa.array(first, pa.int64()),
             pa.array(last, pa.int64()),
             pa.array(flagged, pa.bool_()),
