@@ -100,7 +100,10 @@ def _read_file(path: Path, types: dict[str, pa.DataType]) -> pa.Table:
             return pacsv.read_csv(
                 path,
                 parse_options=pacsv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
-                convert_options=pacsv.ConvertOptions(column_types=types),
+                # "nan"/"inf" are values (evidence), not missing: only empty cells are null.
+                convert_options=pacsv.ConvertOptions(
+                    column_types=types, null_values=["", "null", "None"]
+                ),
             )
         if kind == "json":
             try:
