@@ -250,7 +250,7 @@ def _single_rank(
         others <= rules.batch_normal * level
         and medians[worst] >= 2 * others
         and len(per_rank[worst]) >= 2
-        and high.mean() >= 0.75
+        and bool(high.all())
     ):
         return worst, medians[worst], others, len(per_rank) - 1
     return None
