@@ -76,10 +76,19 @@ def test_merge_with_an_existing_list_is_idempotent(tmp_path):
     logs, steps = write_run(tmp_path, run)
     invoke("--losses", logs, "-o", tmp_path / "first")
     first = read_list(tmp_path / "first" / "quarantine.parquet")
-    invoke("--losses", logs, "-o", tmp_path / "second", "--merge", tmp_path / "first" / "quarantine.parquet")
+    invoke(
+        "--losses",
+        logs,
+        "-o",
+        tmp_path / "second",
+        "--merge",
+        tmp_path / "first" / "quarantine.parquet",
+    )
     second = read_list(tmp_path / "second" / "quarantine.parquet")
     assert second.column("sample_id").to_pylist() == first.column("sample_id").to_pylist()
-    assert second.drop_columns(["added_at", "source"]).equals(first.drop_columns(["added_at", "source"]))
+    assert second.drop_columns(["added_at", "source"]).equals(
+        first.drop_columns(["added_at", "source"])
+    )
 
 
 def test_step_log_without_grad_norm_says_what_is_missing(tmp_path):
@@ -115,7 +124,9 @@ def test_nonfinite_losses_are_counted(tmp_path):
 
 def test_bad_log_is_a_message_not_a_traceback(tmp_path):
     pq.write_table(pa.table({"id": ["a"], "value": [1.0]}), tmp_path / "bad.parquet")
-    result = CliRunner().invoke(feedback, ["--losses", str(tmp_path / "bad.parquet"), "-o", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        feedback, ["--losses", str(tmp_path / "bad.parquet"), "-o", str(tmp_path / "o")]
+    )
     assert result.exit_code == 2
     assert "needs column(s) sample_id, loss" in result.output
     assert "Traceback" not in result.output

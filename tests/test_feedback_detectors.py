@@ -125,7 +125,9 @@ def test_fp16_overflow(tmp_path):
     analysis = run_analysis(tmp_path, run)
     spike = only_spike(analysis)
     assert spike.diagnosis == "fp16_overflow"
-    assert any("loss scale fell from 6.554e+04 to 3.277e+04 at step 220" in e for e in spike.evidence)
+    assert any(
+        "loss scale fell from 6.554e+04 to 3.277e+04 at step 220" in e for e in spike.evidence
+    )
     assert analysis.nonfinite == 16 and analysis.quarantine.num_rows == 0
 
 
@@ -154,7 +156,10 @@ def test_step_log_without_grad_norm_or_loss_scale_still_diagnoses(tmp_path):
     spike = only_spike(analysis)
     assert spike.diagnosis == "data" and sorted(spike.sample_ids) == planted
     assert spike.missing == ["grad_norm", "loss_scale"]
-    assert analysis.step_log is not None and analysis.step_log.missing == ["grad_norm", "loss_scale"]
+    assert analysis.step_log is not None and analysis.step_log.missing == [
+        "grad_norm",
+        "loss_scale",
+    ]
 
 
 def test_without_a_step_log_spikes_come_from_the_per_sample_log(tmp_path):

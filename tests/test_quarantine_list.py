@@ -19,18 +19,43 @@ T1 = datetime(2026, 2, 1, tzinfo=timezone.utc)
 def entries():
     first = make_list(
         [
-            {"sample_id": "a", "reason": "loss_outlier", "score": 5.0, "first_step": 10,
-             "last_step": 90, "occurrences": 2, "source": "run1", "added_at": T0},
-            {"sample_id": "b", "reason": "spike:40", "score": 8.0, "first_step": 40,
-             "last_step": 40, "occurrences": 1, "action": "downweight", "weight": 0.2,
-             "source": "run1", "added_at": T0},
+            {
+                "sample_id": "a",
+                "reason": "loss_outlier",
+                "score": 5.0,
+                "first_step": 10,
+                "last_step": 90,
+                "occurrences": 2,
+                "source": "run1",
+                "added_at": T0,
+            },
+            {
+                "sample_id": "b",
+                "reason": "spike:40",
+                "score": 8.0,
+                "first_step": 40,
+                "last_step": 40,
+                "occurrences": 1,
+                "action": "downweight",
+                "weight": 0.2,
+                "source": "run1",
+                "added_at": T0,
+            },
         ]
     )
     second = make_list(
         [
-            {"sample_id": "a", "reason": "spike:300", "score": 9.0, "first_step": 5,
-             "last_step": 300, "occurrences": 3, "source": "run2", "added_at": T1,
-             "text_hash": "h-a"},
+            {
+                "sample_id": "a",
+                "reason": "spike:300",
+                "score": 9.0,
+                "first_step": 5,
+                "last_step": 300,
+                "occurrences": 3,
+                "source": "run2",
+                "added_at": T1,
+                "text_hash": "h-a",
+            },
             {"sample_id": "b", "action": "drop", "source": "run2", "added_at": T1},
             {"sample_id": "c", "reason": "nonfinite_loss", "source": "run2", "added_at": T1},
         ]
@@ -42,8 +67,17 @@ def test_schema_and_defaults():
     first, _ = entries()
     assert first.schema == S.QUARANTINE_SCHEMA
     assert first.schema.names[:11] == [
-        "sample_id", "text_hash", "reason", "score", "first_step", "last_step",
-        "occurrences", "action", "weight", "source", "added_at",
+        "sample_id",
+        "text_hash",
+        "reason",
+        "score",
+        "first_step",
+        "last_step",
+        "occurrences",
+        "action",
+        "weight",
+        "source",
+        "added_at",
     ]
     rows = {r["sample_id"]: r for r in first.to_pylist()}
     assert rows["a"]["action"] == "drop" and rows["a"]["weight"] == 0.0

@@ -76,7 +76,11 @@ def test_drops_listed_ids_by_hash_and_near_duplicates(tmp_path):
         [
             {"sample_id": "en-001", "reason": "loss_outlier"},
             {"sample_id": "zh-002", "reason": "spike:12"},
-            {"sample_id": "gone", "text_hash": text_hash(texts["en-005"]), "reason": "loss_outlier"},
+            {
+                "sample_id": "gone",
+                "text_hash": text_hash(texts["en-005"]),
+                "reason": "loss_outlier",
+            },
         ]
     )
     write_list(listed, tmp_path / "q.parquet")

@@ -159,9 +159,9 @@ def plot(analysis: Analysis, path: Path) -> bool:
         for name in (S.LR, S.GRAD_NORM, S.LOSS_SCALE)
         if steps.column(name).null_count < steps.num_rows
     ]
-    figure, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(10, 2.2 * len(panels) + 0.6))
+    figure, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(11, 2.2 * len(panels) + 0.6))
     axes = np.atleast_1d(axes)
-    for axis, name in zip(axes, panels):
+    for axis, name in zip(axes, panels, strict=False):
         values = pc.fill_null(steps.column(name), math.nan).to_numpy(zero_copy_only=False)
         axis.plot(x, values, linewidth=0.8, color="tab:blue")
         axis.set_ylabel(name)
@@ -177,7 +177,9 @@ def plot(analysis: Analysis, path: Path) -> bool:
         y = spike.loss if math.isfinite(spike.loss) else np.nanmax(loss_axis.get_ylim())
         loss_axis.scatter([spike.step], [y], color=COLOURS[spike.diagnosis], zorder=3, label=label)
     if seen:
-        loss_axis.legend(loc="upper right", fontsize="small", title="spike diagnosis")
+        loss_axis.legend(
+            loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", title="diagnosis"
+        )
     axes[-1].set_xlabel("step")
     figure.suptitle("Training run: spikes marked by diagnosis")
     figure.tight_layout()
