@@ -1,25 +1,29 @@
-"""Stable hashes of sample texts, used to match quarantine entries when ids change.
+"""Stable sample ids and text hashes.
 
-`text_hash` is xxh3-128 of the UTF-8 text, as 32 hex digits: fast, stable across processes and
-platforms (unlike Python's `hash`), and wide enough that collisions are negligible at corpus scale.
+An id comes from the input's id column when it has one, else from the shard's name (its path
+relative to the input root) and the record's position in that file: `"{shard}:{row}"`. Neither
+depends on worker count, executor, batch size or run order. A chunk of a split document is
+`"{parent_id}#{k}"`.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 import pyarrow as pa
 import xxhash
 
 
+def derived_ids(shard_name: str, first_row: int, count: int) -> pa.Array:
+    """Ids `"{shard_name}:{row}"` for rows `first_row .. first_row + count - 1` of a shard."""
+    return pa.array([f"{shard_name}:{row}" for row in range(first_row, first_row + count)])
+
+
 def text_hash(text: str) -> str:
-    """Hash of a sample's final text (the `text_hash` column)."""
-    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+    """Hash of a text (xxh3, 64 bits, hex): matches quarantine entries when ids change."""
+    return xxhash.xxh3_64_hexdigest(text.encode("utf-8", "surrogatepass"))
 
 
-def text_hashes(texts: pa.Array | pa.ChunkedArray | Iterable[str | None]) -> pa.Array:
-    """`text_hash` of every text; null stays null."""
-    values = texts.to_pylist() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts
+def text_hashes(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`text_hash` of every text in an Arrow string array (null stays null)."""
     return pa.array(
-        [None if text is None else text_hash(text) for text in values], type=pa.string()
+        [None if t is None else text_hash(t) for t in texts.to_pylist()], type=pa.string()
     )

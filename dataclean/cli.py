@@ -1,0 +1,159 @@
+"""The `dataclean` command line: a thin layer over the library.
+
+Library errors (`DatacleanError`) become one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dataclean.config import parse_settings, select_stages
+from dataclean.errors import DatacleanError
+from dataclean.executors import make_executor
+from dataclean.io.readers import ReadOptions
+from dataclean.recipes import load_recipe
+from dataclean.run import run_pipeline
+
+console = Console(stderr=True)
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def summary_table(stats: dict[str, Any]) -> Table:
+    """Rows in, kept, dropped by reason and seconds, per stage and in total."""
+    table = Table(title="dataclean run", show_lines=False)
+    table.add_column("stage")
+    table.add_column("rows in", justify="right")
+    table.add_column("rows out", justify="right")
+    table.add_column("dropped (reason: rows)")
+    table.add_column("seconds", justify="right")
+    for stage in stats["stages"]:
+        dropped = ", ".join(f"{reason}: {count}" for reason, count in stage["dropped"].items())
+        added = f" (+{stage['rows_added']} chunks)" if stage["rows_added"] > 0 else ""
+        table.add_row(
+            stage["stage"],
+            f"{stage['rows_in']:,}",
+            f"{stage['rows_out']:,}{added}",
+            dropped or "-",
+            f"{stage['seconds']:.2f}",
+        )
+    totals = stats["totals"]
+    table.add_section()
+    table.add_row(
+        "total",
+        f"{totals['rows_in']:,}",
+        f"{totals['kept']:,} kept",
+        f"{totals['excluded']:,} excluded, {totals['quarantined']:,} quarantined",
+        f"{stats['seconds']['wall']:.2f} wall",
+    )
+    return table
+
+
+class _Handled(click.Group):
+    """Turns DatacleanError into one line on stderr and its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except DatacleanError as error:
+            console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
+            sys.exit(error.exit_code)
+
+
+@click.group(cls=_Handled)
+@click.version_option(package_name="dataclean")
+def cli() -> None:
+    """dataclean: a data-quality pipeline for LLM training corpora."""
+
+
+@cli.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, help="Output folder (local path or URI).")
+@click.option("--pipeline", "recipe", default="default", show_default=True,
+              help="Recipe name in pipelines/ or path to your own recipe .py file.")
+@click.option("--executor", type=click.Choice(["ray", "local"]), default="ray", show_default=True)
+@click.option("--address", default=None, help="Ray cluster address (default: embedded local Ray).")
+@click.option("--workers", type=int, default=None, help="Parallel workers (default: all CPUs).")
+@click.option("--text-column", default="text", show_default=True)
+@click.option("--id-column", default="id", show_default=True)
+@click.option("--text-unit", type=click.Choice(["line", "file"]), default="line", show_default=True,
+              help="For .txt inputs: one document per line or per file.")
+@click.option("--on-error", type=click.Choice(["raise", "skip"]), default="raise", show_default=True,
+              help="skip: log a bad shard or row in excluded/ and go on.")
+@click.option("--only", multiple=True, help="Run only these stages (comma-separated).")
+@click.option("--skip", multiple=True, help="Skip these stages (comma-separated).")
+@click.option("--set", "settings", multiple=True, metavar="STAGE.PARAM=VALUE",
+              help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.")
+@click.option("--batch-rows", type=int, default=2048, show_default=True)
+@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
+@click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
+@click.option("--quiet", is_flag=True, help="No progress bar or summary table.")
+def run(
+    inputs: tuple[str, ...],
+    output: str,
+    recipe: str,
+    executor: str,
+    address: str | None,
+    workers: int | None,
+    text_column: str,
+    id_column: str,
+    text_unit: str,
+    on_error: str,
+    only: tuple[str, ...],
+    skip: tuple[str, ...],
+    settings: tuple[str, ...],
+    batch_rows: int,
+    overwrite: bool,
+    keep_work: bool,
+    quiet: bool,
+) -> None:
+    """Clean INPUTS (files, globs, folders, hf:PATH) into OUTPUT."""
+    stages = select_stages(
+        load_recipe(recipe), _split(only), _split(skip), parse_settings(settings)
+    )
+    read_options = ReadOptions(
+        text_column=text_column,
+        id_column=id_column,
+        text_unit=text_unit,  # type: ignore[arg-type]
+        batch_rows=batch_rows,
+        on_error=on_error,  # type: ignore[arg-type]
+    )
+    engine = make_executor(executor, address, workers)
+    try:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, disable=quiet, transient=False,
+        ) as bar:
+            tasks: dict[str, Any] = {}
+
+            def progress(label: str, done: int, total: int) -> None:
+                if label not in tasks:
+                    tasks[label] = bar.add_task(label, total=total)
+                bar.update(tasks[label], completed=done)
+
+            stats = run_pipeline(
+                list(inputs), output, stages, engine, read_options, overwrite, keep_work,
+                progress, pipeline_name=recipe,
+            )
+    finally:
+        engine.close()
+    if not quiet:
+        Console().print(summary_table(stats))
+    click.echo(f"wrote {output}: {stats['totals']['kept']:,} rows kept", err=quiet)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `dataclean` command and `python -m dataclean`."""
+    cli.main(args=argv, prog_name="dataclean")
+
+
+COMMANDS: list[Callable[..., Any]] = []

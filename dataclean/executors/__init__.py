@@ -1,0 +1,20 @@
+"""Executors run work items in parallel: `local` (in-process) and `ray` (Ray Data)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dataclean.errors import ConfigError
+
+
+def make_executor(name: str = "ray", address: str | None = None, workers: int | None = None) -> Any:
+    """`local` or `ray` (embedded local Ray unless `address` names a cluster)."""
+    if name == "local":
+        from dataclean.executors.local import LocalExecutor
+
+        return LocalExecutor()
+    if name == "ray":
+        from dataclean.executors.ray import RayExecutor
+
+        return RayExecutor(address=address, workers=workers)
+    raise ConfigError(f"--executor must be 'ray' or 'local', got {name!r}")

@@ -1,0 +1,289 @@
+"""The shared machinery around stages: split kept from dropped rows, count, time, write.
+
+`GroupWorker` runs one stage group over one shard (a `GroupTask`): it streams the shard's batches
+(from the input for the first group, from the previous group's intermediate files otherwise)
+through the group's stages, routes each stage's dropped rows to `excluded/` or `quarantined/` with
+`stage` and `reason` (`{stage}:{reason}`), feeds the kept rows to the group's barrier (`observe`),
+and writes the kept rows. It returns the task's stats (see `dataclean.stats`). Workers are
+picklable and load their stages' resources (`setup`) once, on the first task they run.
+
+A stage that raises on a batch is retried row by row to find the row: with `on_error="raise"`
+that is a `StageError` naming the stage, shard and row id; with `"skip"` each failing row is
+excluded as `{stage}:error:{ExceptionType}` and the others go on.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dataclean import columns as C
+from dataclean.errors import InputError, StageError
+from dataclean.ids import text_hashes
+from dataclean.io.readers import ReadOptions, read_shard
+from dataclean.io.shards import Shard
+from dataclean.io.writers import PartWriter, read_parquet_batches, write_json
+from dataclean.lang import detect_langs
+from dataclean.stage import GlobalStage, Stage, reason_kind
+from dataclean.stats import new_account, new_stage
+
+READ = "read"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a run's files go under OUT/ (see DESIGN.md, "Output folder")."""
+
+    root: str
+
+    @property
+    def data(self) -> str:
+        return posixpath.join(self.root, "data")
+
+    def folder(self, destination: str) -> str:
+        return posixpath.join(self.root, destination)
+
+    @property
+    def work(self) -> str:
+        return posixpath.join(self.root, "_work")
+
+    def group(self, group: int) -> str:
+        return posixpath.join(self.work, f"g{group}")
+
+    def done_marker(self, group: int, shard: Shard) -> str:
+        return posixpath.join(self.group(group), f"{shard.index:05d}.done.json")
+
+    def summaries(self, group: int) -> str:
+        return posixpath.join(self.group(group), "summary")
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """One shard through one stage group. `sources` are the previous group's kept files."""
+
+    group: int
+    shard: Shard
+    sources: tuple[str, ...] | None = None
+
+
+def _text_bytes(table: pa.Table) -> int:
+    if table.num_rows == 0:
+        return 0
+    total = pc.sum(pc.binary_length(table.column(C.TEXT))).as_py()
+    return int(total or 0)
+
+
+def finalize(table: pa.Table) -> pa.Table:
+    """Kept rows as written to OUT/data: contract columns completed and first, in order."""
+    if C.TEXT_HASH not in table.column_names or table.column(C.TEXT_HASH).null_count:
+        table = _set(table, C.TEXT_HASH, text_hashes(table.column(C.TEXT)))
+    if C.LANG not in table.column_names:
+        table = _set(table, C.LANG, detect_langs(table.column(C.TEXT)))
+    if C.WEIGHT not in table.column_names:
+        table = _set(table, C.WEIGHT, pa.array([1.0] * table.num_rows, pa.float64()))
+    if C.DUP_CLUSTER not in table.column_names:
+        table = _set(table, C.DUP_CLUSTER, pa.nulls(table.num_rows, pa.string()))
+    return _ordered(table)
+
+
+def _set(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    if index >= 0:
+        return table.set_column(index, name, values)
+    return table.append_column(name, values)
+
+
+def _ordered(table: pa.Table) -> pa.Table:
+    leading = [name for name in (*C.LEADING, C.STAGE, C.REASON) if name in table.column_names]
+    rest = [name for name in table.column_names if name not in leading]
+    return table.select(leading + rest)
+
+
+def split_drops(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+    """Separate rows a stage marked (DROP_REASON not null) from kept ones; label the dropped."""
+    if C.DROP_REASON not in table.column_names:
+        return table, None
+    reasons = table.column(C.DROP_REASON)
+    if reasons.null_count == len(reasons):
+        return table.drop_columns([C.DROP_REASON]), None
+    marked = pc.is_valid(reasons)
+    kept = table.filter(pc.invert(marked)).drop_columns([C.DROP_REASON])
+    dropped = table.filter(marked)
+    prefixed = pc.binary_join_element_wise(stage_name, dropped.column(C.DROP_REASON), ":")
+    dropped = dropped.drop_columns([C.DROP_REASON])
+    dropped = dropped.append_column(C.STAGE, pa.array([stage_name] * dropped.num_rows, pa.string()))
+    dropped = dropped.append_column(C.REASON, prefixed)
+    return kept, _ordered(dropped)
+
+
+@dataclass
+class GroupWorker:
+    """Runs stage groups over shards; shipped to each worker once (see the module docstring)."""
+
+    stages: list[Stage]
+    observer: GlobalStage | None
+    layout: Layout
+    read_options: ReadOptions
+    final: bool
+    _ready: bool = field(default=False, init=False, repr=False)
+
+    def __call__(self, task: GroupTask) -> dict[str, Any]:
+        if not self._ready:
+            for stage in [*self.stages, *([self.observer] if self.observer else [])]:
+                stage.setup()
+            self._ready = True
+        return _ShardRun(self, task).run()
+
+
+class _ShardRun:
+    """One task's writers and stats while it runs."""
+
+    def __init__(self, worker: GroupWorker, task: GroupTask) -> None:
+        self.worker = worker
+        self.task = task
+        self.shard = task.shard
+        layout = worker.layout
+        index = self.shard.index
+        self.kept_writer = (
+            PartWriter(layout.data, f"part-{index:05d}")
+            if worker.final
+            else PartWriter(layout.group(task.group), f"{index:05d}")
+        )
+        self.summary_writer = (
+            PartWriter(layout.summaries(task.group), f"{index:05d}", "lz4")
+            if worker.observer is not None
+            else None
+        )
+        self.drop_writers: dict[tuple[str, str], PartWriter] = {}
+        self.stats: dict[str, Any] = {"shard": self.shard.name, "account": new_account(), "stages": {}}
+
+    def _writers(self) -> list[PartWriter]:
+        extra = [self.summary_writer] if self.summary_writer is not None else []
+        return [self.kept_writer, *extra, *self.drop_writers.values()]
+
+    def run(self) -> dict[str, Any]:
+        observer = self.worker.observer
+        try:
+            for batch in self._batches():
+                kept = self._run_stages(batch)
+                if observer is not None and kept.num_rows:
+                    started = time.perf_counter()
+                    summary = observer.observe(kept)
+                    observed = self.stats["stages"].setdefault(observer.name, new_stage())
+                    observed["seconds"] += time.perf_counter() - started
+                    if summary is not None and self.summary_writer is not None:
+                        self.summary_writer.write(summary)
+                if self.worker.final:
+                    kept = finalize(kept)
+                    self.stats["account"]["kept"] += kept.num_rows
+                self.kept_writer.write(kept)
+        except BaseException:
+            for writer in self._writers():
+                writer.abort()
+            raise
+        for writer in self._writers():
+            writer.close()
+        self.stats["shard_size"] = self.shard.size
+        self.stats["shard_mtime"] = self.shard.mtime
+        write_json(self.worker.layout.done_marker(self.task.group, self.shard), self.stats)
+        return self.stats
+
+    def _batches(self) -> Iterator[pa.Table]:
+        """The task's input batches; for the first group, reader drops and read errors are routed."""
+        options = self.worker.read_options
+        if self.task.sources is not None:
+            for source in self.task.sources:
+                yield from read_parquet_batches(source, options.batch_rows)
+            return
+        read = self.stats["stages"].setdefault(READ, new_stage())
+        account = self.stats["account"]
+        started = time.perf_counter()
+        try:
+            for batch in read_shard(self.shard, options):
+                read["seconds"] += time.perf_counter() - started
+                account["rows_in"] += batch.num_rows
+                read["rows_in"] += batch.num_rows
+                kept, dropped = split_drops(READ, batch)
+                if dropped is not None:
+                    self._route(READ, "excluded", dropped)
+                read["rows_out"] += kept.num_rows
+                read["bytes_out"] += _text_bytes(kept)
+                yield kept
+                started = time.perf_counter()
+        except InputError as error:
+            if options.on_error == "raise":
+                raise
+            # The rows read before the error stay; the rest of the shard is one excluded record.
+            account["rows_in"] += 1
+            read["rows_in"] += 1
+            record = {
+                C.ID: [self.shard.name],
+                C.TEXT: pa.nulls(1, pa.string()),
+                C.STAGE: [READ],
+                C.REASON: [f"{READ}:error:{error.detail}"],
+            }
+            self._route(READ, "excluded", pa.table(record))
+
+    def _route(self, stage_name: str, destination: str, dropped: pa.Table) -> None:
+        key = (destination, stage_name)
+        writer = self.drop_writers.get(key)
+        if writer is None:
+            writer = self.drop_writers[key] = PartWriter(
+                self.worker.layout.folder(destination),
+                f"part-{self.shard.index:05d}-{stage_name}",
+            )
+        writer.write(dropped)
+        account_key = "quarantined" if destination == "quarantined" else "excluded"
+        self.stats["account"][account_key] += dropped.num_rows
+        counts = self.stats["stages"].setdefault(stage_name, new_stage())["dropped"]
+        for reason in dropped.column(C.REASON).to_pylist():
+            kind = reason_kind(reason)
+            counts[kind] = counts.get(kind, 0) + 1
+
+    def _run_stages(self, table: pa.Table) -> pa.Table:
+        for stage in self.worker.stages:
+            if table.num_rows == 0:
+                break
+            stage_stats = self.stats["stages"].setdefault(stage.name, new_stage())
+            rows_in = table.num_rows
+            stage_stats["rows_in"] += rows_in
+            stage_stats["bytes_in"] += _text_bytes(table)
+            started = time.perf_counter()
+            out = self._apply(stage, table)
+            stage_stats["seconds"] += time.perf_counter() - started
+            added = out.num_rows - rows_in
+            stage_stats["rows_added"] += added
+            self.stats["account"]["rows_added"] += added
+            table, dropped = split_drops(stage.name, out)
+            if dropped is not None:
+                self._route(stage.name, stage.destination, dropped)
+            stage_stats["rows_out"] += table.num_rows
+            stage_stats["bytes_out"] += _text_bytes(table)
+        return table
+
+    def _apply(self, stage: Stage, table: pa.Table) -> pa.Table:
+        try:
+            return stage(table)
+        except Exception:  # find the row(s) at fault, one at a time
+            pass
+        outputs = []
+        for index in range(table.num_rows):
+            row = table.slice(index, 1)
+            try:
+                outputs.append(stage(row))
+            except Exception as error:
+                row_id = row.column(C.ID)[0].as_py()
+                if self.worker.read_options.on_error == "raise":
+                    raise StageError(
+                        f"stage {stage.name!r} failed on {self.shard.label}, row id {row_id!r}: "
+                        f"{type(error).__name__}: {error}"
+                    ) from error
+                reason = pa.array([f"error:{type(error).__name__}"], pa.string())
+                outputs.append(row.append_column(C.DROP_REASON, reason))
+        return pa.concat_tables(outputs, promote_options="permissive")

@@ -1,0 +1,1 @@
+"""Text algorithms shared by stages (pure functions, no Arrow)."""

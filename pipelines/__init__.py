@@ -1,0 +1,1 @@
+"""Pipeline recipes: plain Python modules with a `build() -> list[Stage]` function."""
