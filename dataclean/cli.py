@@ -17,6 +17,7 @@ from rich.table import Table
 from dataclean.config import parse_settings, select_stages
 from dataclean.errors import DatacleanError
 from dataclean.executors import make_executor
+from dataclean.feedback.cli import feedback
 from dataclean.io.readers import ReadOptions
 from dataclean.recipes import load_recipe
 from dataclean.run import run_pipeline
@@ -93,6 +94,8 @@ def cli() -> None:
 @click.option("--skip", multiple=True, help="Skip these stages (comma-separated).")
 @click.option("--set", "settings", multiple=True, metavar="STAGE.PARAM=VALUE",
               help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.")
+@click.option("--quarantine", "quarantine_list", default=None, metavar="LIST",
+              help="Quarantine list from `dataclean feedback` (same as --set quarantine.path=LIST).")
 @click.option("--batch-rows", type=int, default=2048, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
@@ -111,12 +114,15 @@ def run(
     only: tuple[str, ...],
     skip: tuple[str, ...],
     settings: tuple[str, ...],
+    quarantine_list: str | None,
     batch_rows: int,
     overwrite: bool,
     keep_work: bool,
     quiet: bool,
 ) -> None:
     """Clean INPUTS (files, globs, folders, hf:PATH) into OUTPUT."""
+    if quarantine_list is not None:
+        settings = (*settings, f"quarantine.path={quarantine_list}")
     stages = select_stages(
         load_recipe(recipe), _split(only), _split(skip), parse_settings(settings)
     )
@@ -157,3 +163,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 COMMANDS: list[Callable[..., Any]] = []
+
+cli.add_command(feedback)

@@ -14,6 +14,7 @@ Dropped rows go to OUT/quarantined with the list's reason (`quarantine:loss_outl
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -79,6 +80,18 @@ class DropQuarantined(GlobalStage):
             raise ConfigError(f"quarantine.num_perm: must be at least 16, got {self.num_perm}")
         if self.path is not None:
             self.setup()
+
+    def params(self) -> dict[str, Any]:
+        """Parameters plus a fingerprint of the list's content, so that a rerun with a changed
+        list at the same path is a new config (not a resume of the old one)."""
+        params = super().params()
+        if self.path is not None:
+            digest = hashlib.sha256()
+            with open(self.path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            params["list_sha256"] = digest.hexdigest()[:16]
+        return params
 
     def setup(self) -> None:
         """Load the list (once per worker)."""

@@ -91,8 +91,8 @@ def train(
     heldout: Path | None = None,
     epochs: int = 3,
     batch_size: int = 32,
-    seq_len: int = 256,
-    lr: float = 2e-3,
+    seq_len: int = 128,
+    lr: float = 3e-3,
     seed: int = 0,
 ) -> dict[str, list[float]]:
     """Train; write logs/losses/ and logs/steps/; return the loss curves for plotting."""
@@ -160,8 +160,9 @@ def main() -> None:
     parser.add_argument("logs", type=Path, help="folder for losses/, steps/ and curve.json")
     parser.add_argument("--heldout", type=Path, help="JSONL of clean texts to evaluate on")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--seq-len", type=int, default=128)
     args = parser.parse_args()
-    train(args.corpus, args.logs, args.heldout, epochs=args.epochs)
+    train(args.corpus, args.logs, args.heldout, epochs=args.epochs, seq_len=args.seq_len)
 
 
 if __name__ == "__main__":
