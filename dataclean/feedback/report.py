@@ -131,7 +131,8 @@ def markdown(analysis: Analysis, quarantine: pa.Table, picture: str | None) -> s
             "| sample_id | reason | score | steps | seen | action | excerpt |",
             "|---|---|---|---|---|---|---|",
         ]
-        for row in quarantine.to_pylist():
+        rows = sorted(quarantine.to_pylist(), key=lambda r: -(r[S.SCORE] or 0.0))
+        for row in rows:
             steps = f"{_fmt(row[S.FIRST_STEP])}-{_fmt(row[S.LAST_STEP])}"
             lines.append(
                 f"| {row[S.SAMPLE_ID]} | {row[S.REASON]} | {_fmt(row[S.SCORE])} | {steps} | "
