@@ -73,7 +73,7 @@ def test_outputs_list_spikes_report_and_picture(tmp_path):
 def test_merge_with_an_existing_list_is_idempotent(tmp_path):
     run = SyntheticRun()
     run.plant_outliers(5, factor=2.0)
-    logs, steps = write_run(tmp_path, run)
+    logs, _ = write_run(tmp_path, run)
     invoke("--losses", logs, "-o", tmp_path / "first")
     first = read_list(tmp_path / "first" / "quarantine.parquet")
     invoke(
@@ -86,9 +86,7 @@ def test_merge_with_an_existing_list_is_idempotent(tmp_path):
     )
     second = read_list(tmp_path / "second" / "quarantine.parquet")
     assert second.column("sample_id").to_pylist() == first.column("sample_id").to_pylist()
-    assert second.drop_columns(["added_at", "source"]).equals(
-        first.drop_columns(["added_at", "source"])
-    )
+    assert second.drop_columns(["added_at", "source"]).equals(first.drop_columns(["added_at", "source"]))
 
 
 def test_step_log_without_grad_norm_says_what_is_missing(tmp_path):

@@ -125,9 +125,7 @@ def test_fp16_overflow(tmp_path):
     analysis = run_analysis(tmp_path, run)
     spike = only_spike(analysis)
     assert spike.diagnosis == "fp16_overflow"
-    assert any(
-        "loss scale fell from 6.554e+04 to 3.277e+04 at step 220" in e for e in spike.evidence
-    )
+    assert any("loss scale fell from 6.554e+04 to 3.277e+04 at step 220" in e for e in spike.evidence)
     assert analysis.nonfinite == 16 and analysis.quarantine.num_rows == 0
 
 

@@ -105,8 +105,6 @@ def test_empty_log_is_not_an_error(tmp_path):
 
 
 def test_step_log_rows_per_rank_are_averaged(tmp_path):
-    pq.write_table(
-        pa.table({"step": [0, 0, 1, 1], "loss": [2.0, 4.0, 1.0, 3.0]}), tmp_path / "s.parquet"
-    )
+    pq.write_table(pa.table({"step": [0, 0, 1, 1], "loss": [2.0, 4.0, 1.0, 3.0]}), tmp_path / "s.parquet")
     log = read_step_log(tmp_path)
     assert log.table.column("loss").to_pylist() == [3.0, 2.0]

@@ -59,7 +59,7 @@ def test_run_drops_exactly_the_listed_samples_and_their_near_duplicates(tmp_path
     }
     kept = pq.read_table(out / "data")
     assert kept.num_rows == 42 - 5
-    weights = dict(zip(kept.column("id").to_pylist(), kept.column("weight").to_pylist()))
+    weights = dict(zip(kept.column("id").to_pylist(), kept.column("weight").to_pylist(), strict=True))
     assert weights["en-020"] == 0.25 and weights["en-021"] == 1.0
     stats = json.loads((out / "stats.json").read_text())
     assert stats["totals"]["quarantined"] == 5

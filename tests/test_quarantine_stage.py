@@ -54,12 +54,12 @@ def run_stage(stage: DropQuarantined, table: pa.Table, tmp_path: Path) -> pa.Tab
 
 def dropped(table: pa.Table) -> dict[str, str]:
     reasons = table.column(C.DROP_REASON).to_pylist()
-    return {i: r for i, r in zip(table.column(C.ID).to_pylist(), reasons) if r is not None}
+    return {i: r for i, r in zip(table.column(C.ID).to_pylist(), reasons, strict=True) if r is not None}
 
 
 def test_drops_listed_ids_by_hash_and_near_duplicates(tmp_path):
     table = corpus()
-    texts = dict(zip(table.column("id").to_pylist(), table.column("text").to_pylist()))
+    texts = dict(zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True))
     extra = pa.table(
         {
             "id": ["renamed", "near-en", "near-zh", "unrelated"],

@@ -115,7 +115,7 @@ def _spike_scores(spike: Spike, batch: pa.Table) -> dict[str, float]:
     if not finite.any():
         return {}
     z = robust_z(np.where(finite, losses, np.inf), losses[finite])
-    return {i: float(v) for i, v in zip(ids, z) if i in spike.sample_ids}
+    return {i: float(v) for i, v in zip(ids, z, strict=True) if i in spike.sample_ids}
 
 
 def analyze(

@@ -78,9 +78,7 @@ from dataclean.feedback.report import markdown, plot, write_spikes
     help="Times the recent loss level a spike must reach.",
 )
 @click.option("--spike-method", type=click.Choice(["std", "mad"]), default="std", show_default=True)
-@click.option(
-    "--action", type=click.Choice(["drop", "downweight"]), default="drop", show_default=True
-)
+@click.option("--action", type=click.Choice(["drop", "downweight"]), default="drop", show_default=True)
 @click.option("--weight", default=0.1, show_default=True, help="Weight of down-weighted samples.")
 def feedback(
     losses: str,

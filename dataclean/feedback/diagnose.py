@@ -37,8 +37,7 @@ ACTIONS = {
     "before the spike and skip this batch.",
     "single_rank": "Inspect that rank: its data shard (the samples listed) and its node "
     "(hardware errors, communication timeouts).",
-    "lr_overshoot": "Lower the peak learning rate or lengthen the warmup; rewind to before the "
-    "peak.",
+    "lr_overshoot": "Lower the peak learning rate or lengthen the warmup; rewind to before the peak.",
     "unknown": "Read the evidence; log the missing columns (grad_norm, lr, loss_scale, per-sample "
     "losses with rank) so the next spike can be diagnosed.",
 }
@@ -74,16 +73,15 @@ class DiagnosisRules:
 
 def _series(steps: pa.Table, column: str) -> np.ndarray:
     values = steps.column(column)
-    return pc.fill_null(values.cast(pa.float64()), math.nan).to_numpy()
+    series: np.ndarray = pc.fill_null(values.cast(pa.float64()), math.nan).to_numpy()
+    return series
 
 
 def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
-def blame_samples(
-    ids: list[str], losses: np.ndarray, rules: DiagnosisRules, level: float
-) -> list[str]:
+def blame_samples(ids: list[str], losses: np.ndarray, rules: DiagnosisRules, level: float) -> list[str]:
     """Samples of one batch whose loss stands out in that batch (robust z and a ratio)."""
     finite = np.isfinite(losses)
     if finite.sum() >= 4:
@@ -113,9 +111,7 @@ def diagnose(
     evidence = spike.evidence
     step_values = steps.column(S.STEP).to_numpy()
     index = int(np.searchsorted(step_values, event.step))
-    known = {
-        c: bool(np.isfinite(_series(steps, c)).any()) for c in (S.LR, S.GRAD_NORM, S.LOSS_SCALE)
-    }
+    known = {c: bool(np.isfinite(_series(steps, c)).any()) for c in (S.LR, S.GRAD_NORM, S.LOSS_SCALE)}
     spike.missing = [column for column, ok in known.items() if not ok]
     if not math.isfinite(event.loss):
         evidence.append(f"the step loss is {event.loss}")
@@ -133,8 +129,7 @@ def diagnose(
         for i in range(lo, hi):
             if scale[i] < scale[i - 1]:
                 evidence.append(
-                    f"loss scale fell from {_fmt(scale[i - 1])} to {_fmt(scale[i])} at step "
-                    f"{step_values[i]}"
+                    f"loss scale fell from {_fmt(scale[i - 1])} to {_fmt(scale[i])} at step {step_values[i]}"
                 )
                 return decide("fp16_overflow")
         evidence.append("loss scale steady")
@@ -143,9 +138,7 @@ def diagnose(
     if known[S.GRAD_NORM]:
         grad = _series(steps, S.GRAD_NORM)
         before = grad[max(index - rules.lookback, 0) : index]
-        base = grad[
-            max(index - rules.lookback - rules.baseline, 0) : max(index - rules.lookback, 0)
-        ]
+        base = grad[max(index - rules.lookback - rules.baseline, 0) : max(index - rules.lookback, 0)]
         before, base = before[np.isfinite(before)], base[np.isfinite(base)]
         if len(before) >= 3 and len(base) >= 3:
             recent = float(np.median(before[-3:]))

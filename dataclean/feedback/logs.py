@@ -101,9 +101,7 @@ def _read_file(path: Path, types: dict[str, pa.DataType]) -> pa.Table:
                 path,
                 parse_options=pacsv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
                 # "nan"/"inf" are values (evidence), not missing: only empty cells are null.
-                convert_options=pacsv.ConvertOptions(
-                    column_types=types, null_values=["", "null", "None"]
-                ),
+                convert_options=pacsv.ConvertOptions(column_types=types, null_values=["", "null", "None"]),
             )
         if kind == "json":
             try:
@@ -126,13 +124,9 @@ def _normalize(table: pa.Table, schema: pa.Schema, path: Path) -> pa.Table:
                 values = values.cast(column.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 if pa.types.is_floating(column.type):  # "nan", "inf" as strings
-                    values = pa.array(
-                        [_float_or_none(v) for v in values.to_pylist()], type=column.type
-                    )
+                    values = pa.array([_float_or_none(v) for v in values.to_pylist()], type=column.type)
                 else:
-                    raise InputError(
-                        str(path), f"column {column.name!r} is not {column.type}"
-                    ) from None
+                    raise InputError(str(path), f"column {column.name!r} is not {column.type}") from None
             arrays.append(values)
         else:
             arrays.append(pa.nulls(table.num_rows, column.type))
@@ -159,13 +153,9 @@ def _read_log(path: str | Path, schema: pa.Schema, required: tuple[str, ...], wh
         lacking = [name for name in required if name not in raw.column_names]
         if lacking:
             found = ", ".join(raw.column_names) or "none"
-            raise InputError(
-                str(file), f"{what} needs column(s) {', '.join(lacking)} (found: {found})"
-            )
+            raise InputError(str(file), f"{what} needs column(s) {', '.join(lacking)} (found: {found})")
         table = _normalize(raw, schema, file)
-        seen.update(
-            name for name in table.column_names if table.column(name).null_count < len(table)
-        )
+        seen.update(name for name in table.column_names if table.column(name).null_count < len(table))
         tables.append(table)
     if tables:
         log.table = pa.concat_tables(tables)

@@ -70,9 +70,7 @@ class ParquetLogWriter:
         self._buffered += rows
         if self._oldest is None:
             self._oldest = time.monotonic()
-        if self._buffered >= self.flush_rows or (
-            time.monotonic() - self._oldest >= self.flush_seconds
-        ):
+        if self._buffered >= self.flush_rows or (time.monotonic() - self._oldest >= self.flush_seconds):
             self.flush()
 
     def flush(self) -> Path | None:

@@ -64,7 +64,8 @@ def _trend(steps: np.ndarray, losses: np.ndarray, half: int) -> np.ndarray:
     per_step = np.interp(np.arange(len(unique)), np.flatnonzero(known), per_step[known])
     padded = np.pad(per_step, half, mode="edge")
     windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
-    return np.median(windows, axis=1)[index]
+    trend: np.ndarray = np.median(windows, axis=1)[index]
+    return trend
 
 
 def _window_stats(
@@ -126,7 +127,8 @@ def find_outliers(
 
     `window`: width in steps of the reference around each occurrence. `min_rows`: a window with
     fewer finite losses falls back to the whole log. `min_scale`: floor of the robust scale of
-    log(loss / level), i.e. a relative spread of 1%. Flagged rows carry reason `loss_outlier` or `nonfinite_loss`.
+    log(loss / level), i.e. a relative spread of 1%. Flagged rows carry reason `loss_outlier` or
+    `nonfinite_loss`.
     """
     if log.num_rows == 0:
         return VERDICT_SCHEMA.empty_table()
@@ -165,9 +167,7 @@ def find_outliers(
     level = _group_median(codes[finite], trend[finite], groups)
     finite_count = np.bincount(codes[finite], minlength=groups)
     loss_sum = np.bincount(codes[finite], weights=losses[finite], minlength=groups)
-    mean_loss = np.divide(
-        loss_sum, finite_count, out=np.full(groups, np.nan), where=finite_count > 0
-    )
+    mean_loss = np.divide(loss_sum, finite_count, out=np.full(groups, np.nan), where=finite_count > 0)
     first = np.full(groups, np.iinfo(np.int64).max)
     last = np.full(groups, np.iinfo(np.int64).min)
     np.minimum.at(first, codes, steps)
@@ -176,7 +176,10 @@ def find_outliers(
     by_nonfinite = (nonfinite > 0) & (nonfinite * 2 >= occurrences)
     by_loss = np.nan_to_num(score, nan=-np.inf) >= z_threshold
     flagged = by_nonfinite | by_loss
-    reasons = np.where(by_nonfinite, "nonfinite_loss", np.where(by_loss, "loss_outlier", None))
+    reasons = [
+        "nonfinite_loss" if nonfinite_flag else "loss_outlier" if loss_flag else None
+        for nonfinite_flag, loss_flag in zip(by_nonfinite, by_loss, strict=True)
+    ]
     score = np.where(by_nonfinite & ~by_loss, np.inf, score)
     return pa.Table.from_arrays(
         [
@@ -189,7 +192,7 @@ def find_outliers(
             pa.array(first, pa.int64()),
             pa.array(last, pa.int64()),
             pa.array(flagged, pa.bool_()),
-            pa.array(reasons.tolist(), pa.string()),
+            pa.array(reasons, pa.string()),
         ],
         schema=VERDICT_SCHEMA,
     )

@@ -84,17 +84,13 @@ def markdown(analysis: Analysis, quarantine: pa.Table, picture: str | None) -> s
         f"- loss log: {losses.num_rows} rows, {samples} samples, {len(analysis.losses.files)} files",
         f"- non-finite losses: {analysis.nonfinite}",
         f"- steps: {analysis.steps.num_rows}"
-        + (
-            " (per-step means of the per-sample log: no step log)" if analysis.steps_derived else ""
-        ),
+        + (" (per-step means of the per-sample log: no step log)" if analysis.steps_derived else ""),
         f"- spikes: {len(analysis.spikes)}",
         f"- quarantined by this analysis: {analysis.quarantine.num_rows}; "
         f"in the written list: {quarantine.num_rows}",
     ]
     if analysis.corpus_rows is not None:
-        lines.append(
-            f"- corpus: {analysis.corpus_rows} rows; log ids not in it: {len(analysis.unknown_ids)}"
-        )
+        lines.append(f"- corpus: {analysis.corpus_rows} rows; log ids not in it: {len(analysis.unknown_ids)}")
     missing = [f"loss log: {', '.join(analysis.losses.missing)}"] if analysis.losses.missing else []
     if analysis.step_log is not None and analysis.step_log.missing:
         missing.append(f"step log: {', '.join(analysis.step_log.missing)}")
@@ -156,9 +152,7 @@ def plot(analysis: Analysis, path: Path) -> bool:
         return False
     x = steps.column(S.STEP).to_numpy()
     panels = [S.LOSS] + [
-        name
-        for name in (S.LR, S.GRAD_NORM, S.LOSS_SCALE)
-        if steps.column(name).null_count < steps.num_rows
+        name for name in (S.LR, S.GRAD_NORM, S.LOSS_SCALE) if steps.column(name).null_count < steps.num_rows
     ]
     figure, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(11, 2.2 * len(panels) + 0.6))
     axes = np.atleast_1d(axes)
@@ -178,9 +172,7 @@ def plot(analysis: Analysis, path: Path) -> bool:
         y = spike.loss if math.isfinite(spike.loss) else np.nanmax(loss_axis.get_ylim())
         loss_axis.scatter([spike.step], [y], color=COLOURS[spike.diagnosis], zorder=3, label=label)
     if seen:
-        loss_axis.legend(
-            loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", title="diagnosis"
-        )
+        loss_axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", title="diagnosis")
     axes[-1].set_xlabel("step")
     figure.suptitle("Training run: spikes marked by diagnosis")
     figure.tight_layout()

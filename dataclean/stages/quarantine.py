@@ -99,9 +99,7 @@ class DropQuarantined(GlobalStage):
             return
         listed = read_list(self.path)
         self._entries = {row[S.SAMPLE_ID]: row for row in listed.to_pylist()}
-        self._by_hash = {
-            row[S.TEXT_HASH]: key for key, row in self._entries.items() if row[S.TEXT_HASH]
-        }
+        self._by_hash = {row[S.TEXT_HASH]: key for key, row in self._entries.items() if row[S.TEXT_HASH]}
         self._texts = {key: row[S.TEXT] for key, row in self._entries.items() if row[S.TEXT]}
         self.build_index()
 
@@ -141,9 +139,7 @@ class DropQuarantined(GlobalStage):
             self._lsh = None
             return
         self._lsh = MinHashLSH(threshold=self.threshold, num_perm=self.num_perm)
-        self._signatures = {
-            key: signature(text, self.num_perm) for key, text in self._texts.items()
-        }
+        self._signatures = {key: signature(text, self.num_perm) for key, text in self._texts.items()}
         for key, minhash in self._signatures.items():
             self._lsh.insert(key, minhash)
 
@@ -179,9 +175,7 @@ class DropQuarantined(GlobalStage):
                 continue
             entry = self._entries[key]
             if entry[S.ACTION] == "downweight":
-                weights[i] = min(
-                    weights[i], entry[S.WEIGHT] if entry[S.WEIGHT] is not None else 0.1
-                )
+                weights[i] = min(weights[i], entry[S.WEIGHT] if entry[S.WEIGHT] is not None else 0.1)
                 reasons.append(None)
             else:
                 reasons.append(reason or entry[S.REASON] or "listed")

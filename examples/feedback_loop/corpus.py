@@ -88,9 +88,7 @@ def chinese_paragraphs(data: Path) -> list[str]:
 
 def pseudo_word(rng: random.Random) -> str:
     consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
-    return "".join(
-        rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(1, 4))
-    )
+    return "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(1, 4)))
 
 
 def bad_sample(kind: str, rng: random.Random, english: list[str], chinese: list[str]) -> str:
@@ -113,9 +111,7 @@ def bad_sample(kind: str, rng: random.Random, english: list[str], chinese: list[
     raise ValueError(kind)
 
 
-def build(
-    data: Path, out: Path, clean: int = 3000, heldout: int = 200, seed: int = 0
-) -> dict[str, str]:
+def build(data: Path, out: Path, clean: int = 3000, heldout: int = 200, seed: int = 0) -> dict[str, str]:
     """Write out/input/corpus.jsonl, out/injected.json (id -> kind of the injected samples) and
     out/heldout.jsonl (clean paragraphs the model never trains on, to measure it)."""
     rng = random.Random(seed)
@@ -124,9 +120,7 @@ def build(
     chinese = chinese_paragraphs(data)
     rows: list[tuple[str, str | None]] = [(text, None) for text in english[:clean]]
     for kind, count in KINDS.items():
-        rows += [
-            (bad_sample(kind, rng, english[clean + heldout :], chinese), kind) for _ in range(count)
-        ]
+        rows += [(bad_sample(kind, rng, english[clean + heldout :], chinese), kind) for _ in range(count)]
     rng.shuffle(rows)
     (out / "input").mkdir(parents=True, exist_ok=True)
     injected = {}

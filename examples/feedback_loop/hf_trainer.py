@@ -102,9 +102,7 @@ def main(corpus: Path, logs: Path, seq_len: int = 128) -> None:
     dataset = Dataset.from_dict(
         {"sample_id": table.column("id").to_pylist(), "text": table.column("text").to_pylist()}
     )
-    model = GPT2LMHeadModel(
-        GPT2Config(vocab_size=257, n_positions=seq_len, n_embd=64, n_layer=2, n_head=4)
-    )
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=257, n_positions=seq_len, n_embd=64, n_layer=2, n_head=4))
     loss_log = LossLogWriter(logs / "losses")
     arguments = TrainingArguments(
         output_dir=str(logs / "trainer"),

@@ -62,7 +62,7 @@ def score(work: Path, injected: dict[str, str]) -> dict[str, float]:
     rerun_quarantined = ids_in(work / "clean2" / "quarantined")
     kinds = sorted(set(injected.values()))
     print(f"\n{'kind':16} {'injected':>8} {'cleaned':>8} {'trained':>8} {'quarant.':>8} {'left':>6}")
-    for kind in kinds + ["(clean)"]:
+    for kind in [*kinds, "(clean)"]:
         ids = {i for i, k in injected.items() if k == kind} if kind != "(clean)" else None
         if ids is None:
             ids = (reached | ids_in(work / "clean1" / "excluded")) - set(injected)
@@ -79,10 +79,14 @@ def score(work: Path, injected: dict[str, str]) -> dict[str, float]:
         f"\nquarantine: {len(quarantine)} samples, {true_positive} of them injected "
         f"({len(rerun_quarantined)} rows quarantined in the rerun, near-duplicates included)"
     )
-    print(f"precision {precision:.3f}, recall {recall:.3f} "
-          f"(against the {len(bad_trained)} injected samples that reached training)")
-    print(f"whole loop: {len(removed)} of {len(injected)} injected samples removed "
-          f"({len(removed) / len(injected):.3f})")
+    print(
+        f"precision {precision:.3f}, recall {recall:.3f} "
+        f"(against the {len(bad_trained)} injected samples that reached training)"
+    )
+    print(
+        f"whole loop: {len(removed)} of {len(injected)} injected samples removed "
+        f"({len(removed) / len(injected):.3f})"
+    )
     return {"precision": precision, "recall": recall}
 
 
@@ -98,7 +102,10 @@ def plot_curves(work: Path) -> Path | None:
     for name, label in (("logs1", "before quarantine"), ("logs2", "after quarantine")):
         curve = json.loads((work / name / "curve.json").read_text())
         losses = curve["loss"]
-        smooth = [sum(losses[max(0, i - 9) : i + 1]) / len(losses[max(0, i - 9) : i + 1]) for i in range(len(losses))]
+        smooth = [
+            sum(losses[max(0, i - 9) : i + 1]) / len(losses[max(0, i - 9) : i + 1])
+            for i in range(len(losses))
+        ]
         left.plot(curve["step"], smooth, label=label)
         right.plot(curve["heldout_step"], curve["heldout"], marker="o", markersize=3, label=label)
     left.set(title="training loss (10-step mean)", xlabel="step", ylabel="loss per byte (nats)")
@@ -114,8 +121,12 @@ def plot_curves(work: Path) -> Path | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="dataclean's training-feedback loop, end to end.")
     parser.add_argument("--work", type=Path, default=ROOT / "out" / "feedback_loop")
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
-                        help="the reference corpora (default: ../shared/data next to the repo)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT.parent / "shared" / "data",
+        help="the reference corpora (default: ../shared/data next to the repo)",
+    )
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--executor", default="local", choices=["local", "ray"])
     args = parser.parse_args()
@@ -138,14 +149,28 @@ def main() -> None:
 
     print("4. feedback", flush=True)
     dataclean(
-        "feedback", "--losses", str(work / "logs1" / "losses"), "--steps", str(work / "logs1" / "steps"),
-        "--corpus", str(work / "clean1"), "-o", str(work / "feedback"), "--z", Z_THRESHOLD,
+        "feedback",
+        "--losses",
+        str(work / "logs1" / "losses"),
+        "--steps",
+        str(work / "logs1" / "steps"),
+        "--corpus",
+        str(work / "clean1"),
+        "-o",
+        str(work / "feedback"),
+        "--z",
+        Z_THRESHOLD,
     )
 
     print("5. cleaning again with the quarantine list, and training again", flush=True)
     dataclean(
-        "run", str(work / "input" / "corpus.jsonl"), "-o", str(work / "clean2"),
-        "--quarantine", str(work / "feedback" / "quarantine.parquet"), *run,
+        "run",
+        str(work / "input" / "corpus.jsonl"),
+        "-o",
+        str(work / "clean2"),
+        "--quarantine",
+        str(work / "feedback" / "quarantine.parquet"),
+        *run,
     )
     train.train(work / "clean2", work / "logs2", work / "heldout.jsonl", epochs=args.epochs)
 
@@ -155,8 +180,10 @@ def main() -> None:
     for name in ("logs1", "logs2"):
         curve = json.loads((work / name / "curve.json").read_text())
         print(f"   {name}: final held-out loss {curve['heldout'][-1]:.3f} nats/byte")
-    print(f"   report: {work / 'feedback' / 'report.md'}; training picture: "
-          f"{work / 'feedback' / 'training.png'}; loss curves: {picture or '(matplotlib missing)'}")
+    print(
+        f"   report: {work / 'feedback' / 'report.md'}; training picture: "
+        f"{work / 'feedback' / 'training.png'}; loss curves: {picture or '(matplotlib missing)'}"
+    )
     print(f"   {time.monotonic() - started:.0f} s in all")
     ok = figures["precision"] >= 0.9 and figures["recall"] >= 0.9
     print("target (precision and recall >= 0.9): " + ("met" if ok else "NOT met"))
