@@ -79,23 +79,48 @@ def cli() -> None:
 @cli.command()
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, help="Output folder (local path or URI).")
-@click.option("--pipeline", "recipe", default="default", show_default=True,
-              help="Recipe name in pipelines/ or path to your own recipe .py file.")
+@click.option(
+    "--pipeline",
+    "recipe",
+    default="default",
+    show_default=True,
+    help="Recipe name in pipelines/ or path to your own recipe .py file.",
+)
 @click.option("--executor", type=click.Choice(["ray", "local"]), default="ray", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (default: embedded local Ray).")
 @click.option("--workers", type=int, default=None, help="Parallel workers (default: all CPUs).")
 @click.option("--text-column", default="text", show_default=True)
 @click.option("--id-column", default="id", show_default=True)
-@click.option("--text-unit", type=click.Choice(["line", "file"]), default="line", show_default=True,
-              help="For .txt inputs: one document per line or per file.")
-@click.option("--on-error", type=click.Choice(["raise", "skip"]), default="raise", show_default=True,
-              help="skip: log a bad shard or row in excluded/ and go on.")
+@click.option(
+    "--text-unit",
+    type=click.Choice(["line", "file"]),
+    default="line",
+    show_default=True,
+    help="For .txt inputs: one document per line or per file.",
+)
+@click.option(
+    "--on-error",
+    type=click.Choice(["raise", "skip"]),
+    default="raise",
+    show_default=True,
+    help="skip: log a bad shard or row in excluded/ and go on.",
+)
 @click.option("--only", multiple=True, help="Run only these stages (comma-separated).")
 @click.option("--skip", multiple=True, help="Skip these stages (comma-separated).")
-@click.option("--set", "settings", multiple=True, metavar="STAGE.PARAM=VALUE",
-              help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.")
-@click.option("--quarantine", "quarantine_list", default=None, metavar="LIST",
-              help="Quarantine list from `dataclean feedback` (same as --set quarantine.path=LIST).")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="STAGE.PARAM=VALUE",
+    help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.",
+)
+@click.option(
+    "--quarantine",
+    "quarantine_list",
+    default=None,
+    metavar="LIST",
+    help="Quarantine list from `dataclean feedback` (same as --set quarantine.path=LIST).",
+)
 @click.option("--batch-rows", type=int, default=2048, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
@@ -123,9 +148,7 @@ def run(
     """Clean INPUTS (files, globs, folders, hf:PATH) into OUTPUT."""
     if quarantine_list is not None:
         settings = (*settings, f"quarantine.path={quarantine_list}")
-    stages = select_stages(
-        load_recipe(recipe), _split(only), _split(skip), parse_settings(settings)
-    )
+    stages = select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
     read_options = ReadOptions(
         text_column=text_column,
         id_column=id_column,
@@ -136,8 +159,13 @@ def run(
     engine = make_executor(executor, address, workers)
     try:
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, disable=quiet, transient=False,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=quiet or not console.is_terminal,
+            transient=True,
         ) as bar:
             tasks: dict[str, Any] = {}
 
@@ -147,8 +175,15 @@ def run(
                 bar.update(tasks[label], completed=done)
 
             stats = run_pipeline(
-                list(inputs), output, stages, engine, read_options, overwrite, keep_work,
-                progress, pipeline_name=recipe,
+                list(inputs),
+                output,
+                stages,
+                engine,
+                read_options,
+                overwrite,
+                keep_work,
+                progress,
+                pipeline_name=recipe,
             )
     finally:
         engine.close()

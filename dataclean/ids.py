@@ -24,6 +24,4 @@ def text_hash(text: str) -> str:
 
 def text_hashes(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """`text_hash` of every text in an Arrow string array (null stays null)."""
-    return pa.array(
-        [None if t is None else text_hash(t) for t in texts.to_pylist()], type=pa.string()
-    )
+    return pa.array([None if t is None else text_hash(t) for t in texts.to_pylist()], type=pa.string())

@@ -67,8 +67,11 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     before, after = _flatten(old), _flatten(new)
     keys = sorted(set(before) | set(after))
-    return [f"{k}: {before.get(k, '(none)')!r} -> {after.get(k, '(none)')!r}" for k in keys
-            if before.get(k) != after.get(k)]
+    return [
+        f"{k}: {before.get(k, '(none)')!r} -> {after.get(k, '(none)')!r}"
+        for k in keys
+        if before.get(k) != after.get(k)
+    ]
 
 
 def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:

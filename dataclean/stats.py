@@ -46,9 +46,7 @@ def invariant_holds(account: dict[str, int]) -> bool:
     )
 
 
-def summarize(
-    tasks: Iterable[dict[str, Any]], stage_order: list[str], wall_seconds: float
-) -> dict[str, Any]:
+def summarize(tasks: Iterable[dict[str, Any]], stage_order: list[str], wall_seconds: float) -> dict[str, Any]:
     """Merge task stats into the run's stats.json content."""
     stages: dict[str, dict[str, Any]] = {}
     shards: dict[str, dict[str, int]] = {}
@@ -68,8 +66,7 @@ def summarize(
     return {
         "totals": {
             **totals,
-            "invariant_holds": invariant_holds(totals)
-            and all(s["invariant_holds"] for s in shards.values()),
+            "invariant_holds": invariant_holds(totals) and all(s["invariant_holds"] for s in shards.values()),
             "bytes_in": stages.get("read", {}).get("bytes_out", 0),
         },
         "stages": ordered,

@@ -13,7 +13,7 @@ import logging
 import os
 import pickle
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pyarrow as pa
 

@@ -16,7 +16,7 @@ HF_PREFIX = "hf:"
 
 
 def is_hf_object(value: Any) -> bool:
-    return type(value).__module__.startswith("datasets.") and hasattr(value, "to_parquet") or (
+    return (type(value).__module__.startswith("datasets.") and hasattr(value, "to_parquet")) or (
         type(value).__name__ == "DatasetDict"
     )
 

@@ -10,13 +10,16 @@ and reach the exclusion log as stage `read`; with `on_error="raise"` the last tw
 
 from __future__ import annotations
 
+import bz2
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import zstandard
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError, InputError
@@ -119,27 +122,56 @@ def _carried_name(key: str) -> str:
     return f"input_{key}" if key in owned else key
 
 
-def _lines(shard: Shard) -> Iterator[bytes]:
-    """The shard's lines as bytes (decompressed by extension), without line terminators."""
+def _decompressor(path: str) -> Any:
+    """A streaming decompressor with `.eof` and `.unused_data` for the path's suffix, or None."""
+    lowered = path.lower()
+    if lowered.endswith(".gz"):
+        return zlib.decompressobj(wbits=31)
+    if lowered.endswith(".zst"):
+        return zstandard.ZstdDecompressor().decompressobj()
+    if lowered.endswith(".bz2"):
+        return bz2.BZ2Decompressor()
+    return None
+
+
+def _chunks(shard: Shard) -> Iterator[bytes]:
+    """The shard's bytes, decompressed; a truncated or corrupt stream is an `InputError`.
+
+    (pyarrow's own compressed streams end quietly at a truncated .gz, which would lose rows.)
+    """
     fs, path = filesystem(shard.uri)
     try:
-        stream = fs.open_input_stream(path, compression="detect")
+        stream = fs.open_input_stream(path, compression=None)
     except (OSError, pa.ArrowException) as error:
         raise InputError(shard.label, f"cannot open: {error}") from None
+    decompressor = _decompressor(path)
     with stream:
-        pending = b""
-        while True:
-            try:
-                chunk = stream.read(CHUNK_BYTES)
-            except (OSError, pa.ArrowException, EOFError) as error:
-                raise InputError(shard.label, f"cannot read (corrupt or truncated): {error}") from None
-            if not chunk:
-                break
-            parts = (pending + chunk).split(b"\n")
-            pending = parts.pop()
-            yield from parts
-        if pending:
-            yield pending
+        try:
+            while chunk := stream.read(CHUNK_BYTES):
+                if decompressor is None:
+                    yield chunk
+                    continue
+                while chunk:
+                    yield decompressor.decompress(chunk)
+                    chunk = b""
+                    if decompressor.eof and decompressor.unused_data:  # next member/frame
+                        chunk = decompressor.unused_data
+                        decompressor = _decompressor(path)
+            if decompressor is not None and not decompressor.eof:
+                raise InputError(shard.label, "truncated: the compressed stream ends early")
+        except (OSError, pa.ArrowException, EOFError, zlib.error, zstandard.ZstdError) as error:
+            raise InputError(shard.label, f"cannot read (corrupt or truncated): {error}") from None
+
+
+def _lines(shard: Shard) -> Iterator[bytes]:
+    """The shard's lines as bytes, without line terminators."""
+    pending = b""
+    for chunk in _chunks(shard):
+        parts = (pending + chunk).split(b"\n")
+        pending = parts.pop()
+        yield from parts
+    if pending:
+        yield pending
 
 
 def _row_error(shard: Shard, options: ReadOptions, row: int, message: str) -> None:
@@ -166,8 +198,7 @@ def read_jsonl(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
                 if options.text_column not in record:
                     raise InputError(
                         shard.label,
-                        f"no field {options.text_column!r} "
-                        f"(fields: {', '.join(map(str, record)) or 'none'})",
+                        f"no field {options.text_column!r} (fields: {', '.join(map(str, record)) or 'none'})",
                         row=builder.row,
                     )
                 text = record.pop(options.text_column)
@@ -232,8 +263,12 @@ def read_parquet(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
             shard.label, f"no column {options.text_column!r} (columns: {', '.join(schema.names)})"
         )
     text_type = schema.field(options.text_column).type
-    if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
-            or pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)):
+    if not (
+        pa.types.is_string(text_type)
+        or pa.types.is_large_string(text_type)
+        or pa.types.is_binary(text_type)
+        or pa.types.is_large_binary(text_type)
+    ):
         raise InputError(shard.label, f"column {options.text_column!r} is {text_type}, not text")
     row = 0
     try:
@@ -261,11 +296,14 @@ def _contract_batch(shard: Shard, options: ReadOptions, table: pa.Table, first_r
     derived = [f"{shard.name}:{r}" for r in rows]
     if options.id_column in table.column_names:
         given = table.column(options.id_column).cast(pa.string()).to_pylist()
-        ids = pa.array([g if g is not None else d for g, d in zip(given, derived)], pa.string())
+        ids = pa.array([g if g is not None else d for g, d in zip(given, derived, strict=True)], pa.string())
     else:
         ids = pa.array(derived, pa.string())
-    reasons = pa.array([None if t is not None else "null_text" for t in text.to_pylist()], pa.string()) \
-        if text.null_count else pa.nulls(len(text), pa.string())
+    reasons = (
+        pa.array([None if t is not None else "null_text" for t in text.to_pylist()], pa.string())
+        if text.null_count
+        else pa.nulls(len(text), pa.string())
+    )
     data = {C.ID: ids, C.TEXT: text, C.PARENT_ID: ids, C.BAD_BYTES: bad}
     for name in table.column_names:
         if name not in (options.text_column, options.id_column):

@@ -130,6 +130,4 @@ def discover(inputs: list[str], text_format: str | None = None) -> list[Shard]:
         shards = sorted(
             (Shard(s.uri, s.uri, s.format, s.size, s.mtime) for s in shards), key=lambda s: s.name
         )
-    return [
-        Shard(s.uri, s.name, s.format, s.size, s.mtime, index) for index, s in enumerate(shards)
-    ]
+    return [Shard(s.uri, s.name, s.format, s.size, s.mtime, index) for index, s in enumerate(shards)]

@@ -9,6 +9,7 @@ through from a loosely typed input are never lost. Files are written under a hid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 from collections.abc import Iterator
@@ -95,10 +96,8 @@ class PartWriter:
             self._close_current()
         finally:
             for temp, _ in self._pending:
-                try:
+                with contextlib.suppress(OSError):
                     self.fs.delete_file(temp)
-                except (OSError, FileNotFoundError):
-                    pass
             self._pending = []
 
 

@@ -1,6 +1,8 @@
 """Stage `clean`: strip control characters and undecodable bytes, map exotic spaces, repair mojibake.
 
-`clean_text` removes C0/C1 control characters (keeping tab and newline; CR and CRLF become LF),
+`clean_text` removes C0/C1 control characters (keeping tab and newline; CR and CRLF become LF;
+a C1 character that is Windows-1252 punctuation read as Latin-1, such as U+0093 for a curly
+quote, is first turned back into that punctuation by ftfy),
 U+FFFD left by undecodable bytes, zero-width and bidi control characters, soft hyphens and byte
 order marks; maps exotic spaces (NBSP, U+1680, U+2000-U+200A, U+202F, U+205F, U+3000) to a plain
 space; and repairs mojibake (UTF-8 read as Latin-1/Windows-1252) with ftfy's `fix_encoding`.
@@ -42,9 +44,11 @@ _SUSPECT = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u00ad\u00c2-\u00f4\u1680\u2000-\u200f\u2028-\u202f"
     "\u205f-\u206f\u2500-\u25ff\u3000\ue000-\uf8ff\ufeff\ufffd\U000f0000-\U0010ffff]"
 )
-# A UTF-8 lead byte read as Latin-1/cp1252, then a continuation byte read the same way.
+# A UTF-8 lead byte read as Latin-1/cp1252, then a continuation byte read the same way; or a C1
+# control character, which is how Windows-1252 punctuation (curly quotes, dashes) read as Latin-1
+# shows up.
 _MOJIBAKE = re.compile(
-    "[\u00c2-\u00f4][\u0080-\u00bf\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc"
+    "[\u0080-\u009f]|[\u00c2-\u00f4][\u0080-\u00bf\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc"
     "\u2013\u2014\u2018-\u201a\u201c-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]"
 )
 _GARBAGE = re.compile(
@@ -62,6 +66,15 @@ _EDGE_JOINERS = re.compile("(?:(?<=[\x00-\x7f])|^)[\u200c\u200d]+|[\u200c\u200d]
 Normalization = Literal["none", "NFC", "NFKC"]
 
 
+def _fix_mojibake(text: str) -> str:
+    """ftfy's encoding fixer on the lines that show mojibake, as ftfy.fix_text segments by line."""
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        if _MOJIBAKE.search(line):
+            lines[index] = ftfy.fix_encoding(line)
+    return "\n".join(lines)
+
+
 def _clean(text: str, normalization: Normalization, fix_mojibake: bool) -> tuple[str, int, int]:
     """(cleaned text, characters removed or replaced, garbage characters before removal)."""
     if _SUSPECT.search(text) is None:
@@ -69,12 +82,15 @@ def _clean(text: str, normalization: Normalization, fix_mojibake: bool) -> tuple
             text = unicodedata.normalize(normalization, text)
         return text, 0, 0
     if fix_mojibake and _MOJIBAKE.search(text):
-        text = ftfy.fix_encoding(text)
+        text = _fix_mojibake(text)
     garbage = len(_GARBAGE.findall(text))
-    text, lines = _LINE_SEPARATORS.subn("\n", text)
+    lines = joiners = 0
+    if "\r" in text or "\u2028" in text or "\u2029" in text:
+        text, lines = _LINE_SEPARATORS.subn("\n", text)
     text, removed = _REMOVE.subn("", text)
     text, spaces = _SPACES.subn(" ", text)
-    text, joiners = _EDGE_JOINERS.subn("", text)
+    if "\u200c" in text or "\u200d" in text:
+        text, joiners = _EDGE_JOINERS.subn("", text)
     if normalization != "none":
         text = unicodedata.normalize(normalization, text)
     return text, lines + removed + spaces + joiners, garbage
@@ -111,7 +127,9 @@ class CleanText(Stage):
             )
         if self.max_repeat_chars < 0:
             raise ConfigError(f"clean.max_repeat_chars must be >= 0, got {self.max_repeat_chars}")
-        if not 1 <= self.max_repeat_period < max(2, self.max_repeat_chars):
+        if self.max_repeat_period < 1 or (
+            self.max_repeat_chars and self.max_repeat_period >= self.max_repeat_chars
+        ):
             raise ConfigError(
                 "clean.max_repeat_period must be at least 1 and below clean.max_repeat_chars, "
                 f"got {self.max_repeat_period}"
@@ -119,11 +137,7 @@ class CleanText(Stage):
 
     def __call__(self, table: pa.Table) -> pa.Table:
         texts = table.column(C.TEXT).to_pylist()
-        bad = (
-            table.column(C.BAD_BYTES).to_pylist()
-            if C.BAD_BYTES in table.column_names
-            else [0] * len(texts)
-        )
+        bad = table.column(C.BAD_BYTES).to_pylist() if C.BAD_BYTES in table.column_names else [0] * len(texts)
         cleaned: list[str] = []
         removed: list[int] = []
         reasons: list[str | None] = []

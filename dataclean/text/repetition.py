@@ -2,7 +2,9 @@
 
 Such runs are a known cause of loss spikes. A text has one when, ignoring whitespace, a unit of 1 to
 `max_period` characters repeats back to back over at least `min_chars` characters. Whitespace is
-ignored so "the the the" is the unit "the" and runs of blank space (indentation) never count.
+ignored so "the the the" is the unit "the" and runs of blank space (indentation) never count, and
+the unit must hold a letter or digit: separator lines ("-----", "=====", "……") are formatting,
+not degenerate text.
 
 The scan is a compiled (numba) loop over the batch's code points. It probes every
 (min_chars - max_period) // 2 characters, since a qualifying run is longer than that and must
@@ -21,6 +23,16 @@ import numpy as np
 @numba.njit(cache=True)
 def _is_space(c: int) -> bool:
     return c == 32 or (9 <= c <= 13) or c == 0xA0 or c == 0x3000 or (0x2000 <= c <= 0x200A)
+
+
+@numba.njit(cache=True)
+def _is_wordlike(c: int) -> bool:
+    """Letters and digits (approximately: ASCII alnum, or non-ASCII outside punctuation blocks)."""
+    if c < 0x80:
+        return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122)
+    if c < 0xC0 or (0x2000 <= c <= 0x2BFF) or (0x3000 <= c <= 0x303F) or (0xFF00 <= c <= 0xFF20):
+        return False
+    return not (0xFE30 <= c <= 0xFE6F) and not (0x1F000 <= c <= 0x1FAFF)
 
 
 @numba.njit(cache=True)
@@ -45,8 +57,12 @@ def _find_runs(codes, offsets, max_period, min_chars):  # type: ignore[no-untype
                     while right + 1 < n and buffer[right + 1] == buffer[right + 1 - period]:
                         right += 1
                     if right - left + 1 + period >= min_chars:
-                        found[doc] = True
-                        break
+                        for k in range(left - period, left):
+                            if _is_wordlike(buffer[k]):
+                                found[doc] = True
+                                break
+                        if found[doc]:
+                            break
             i += step
     return found
 

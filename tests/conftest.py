@@ -1,0 +1,35 @@
+"""Shared fixtures: small corpora written to tmp folders, and one Ray for the whole session."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+
+SAMPLE = Path(__file__).resolve().parent.parent / "dataclean" / "data" / "sample"
+
+
+@pytest.fixture(scope="session")
+def ray_executor() -> Iterator[Any]:
+    """A real embedded Ray with 2 workers, started once for the test session."""
+    from dataclean.executors.ray import RayExecutor
+
+    executor = RayExecutor(workers=2)
+    yield executor
+    executor.close()
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    return path
+
+
+def read_rows(folder: Path) -> list[dict[str, Any]]:
+    """All rows of the Parquet files in an output subfolder (empty when it does not exist)."""
+    if not folder.exists():
+        return []
+    return list(ds.dataset(str(folder), format="parquet").to_table().to_pylist())

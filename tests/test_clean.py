@@ -1,0 +1,153 @@
+"""clean_text and the CleanText stage: each character class, mojibake, drops with their reasons."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from dataclean import columns as C
+from dataclean.errors import ConfigError
+from dataclean.stages.clean import CleanText, clean_text
+
+
+@pytest.mark.parametrize("code", [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+def test_c0_controls_and_delete_removed(code: int) -> None:
+    assert clean_text(f"ab{chr(code)}cd") == "abcd"
+
+
+@pytest.mark.parametrize("code", range(0x80, 0xA0))
+def test_c1_controls_never_survive(code: int) -> None:
+    # A C1 character in text is almost always Windows-1252 punctuation read as Latin-1: ftfy
+    # turns it back into what it meant where it can; whatever is left is removed.
+    cleaned = clean_text(f"ab{chr(code)}cd")
+    assert not any(0x80 <= ord(ch) < 0xA0 for ch in cleaned)
+    assert cleaned.startswith("ab") and cleaned.endswith("cd") and len(cleaned) <= 5
+
+
+def test_c1_punctuation_is_repaired_not_deleted() -> None:
+    assert clean_text("the \x93quoted\x94 word \x96 dash") == "the “quoted” word – dash"
+
+
+def test_tab_and_newline_kept_and_carriage_returns_become_newlines() -> None:
+    assert clean_text("a\tb\nc") == "a\tb\nc"
+    assert clean_text("a\r\nb\rc\u2028d") == "a\nb\nc\nd"
+
+
+def test_replacement_character_from_bad_bytes_removed() -> None:
+    assert clean_text("ab\ufffd\ufffdcd") == "abcd"
+    assert clean_text(b"ab\xff\xfecd".decode("utf-8", "replace")) == "abcd"
+
+
+@pytest.mark.parametrize(
+    "char", ["\u200b", "\u2060", "\ufeff", "\u00ad", "\u200e", "\u200f", "\u202e", "\u2066"]
+)
+def test_zero_width_and_bidi_controls_removed(char: str) -> None:
+    assert clean_text(f"ab{char}cd") == "abcd"
+
+
+def test_joiners_kept_inside_scripts_that_need_them() -> None:
+    persian = "می\u200cخواهم"
+    family = "\U0001f468\u200d\U0001f469"
+    assert clean_text(persian) == persian
+    assert clean_text(family) == family
+    assert clean_text("pass\u200dword") == "password"
+
+
+@pytest.mark.parametrize(
+    "space", ["\u00a0", "\u1680", "\u2000", "\u2005", "\u200a", "\u202f", "\u205f", "\u3000"]
+)
+def test_exotic_spaces_become_plain_spaces(space: str) -> None:
+    assert clean_text(f"a{space}b") == "a b"
+
+
+@pytest.mark.parametrize(
+    ("broken", "fixed"),
+    [
+        ("cafÃ©", "café"),
+        ("Itâ€™s “fine”".replace("“", "â€œ").replace("”", "â€\x9d"), "It’s “fine”"),
+        ("ä¸\u00adæ–‡", "中文"),
+        ("naÃ¯ve rÃ©sumÃ©", "naïve résumé"),
+    ],
+)
+def test_mojibake_repaired(broken: str, fixed: str) -> None:
+    assert clean_text(broken) == fixed
+
+
+def test_mojibake_repair_can_be_turned_off() -> None:
+    assert clean_text("cafÃ©", fix_mojibake=False) == "cafÃ©"
+
+
+def test_cjk_punctuation_and_full_width_forms_left_alone() -> None:
+    text = "他说：「你好！」（全角）《红楼梦》……１２３．ＡＢＣ"
+    assert clean_text(text) == text
+
+
+def test_accented_latin_text_left_alone() -> None:
+    text = "Ça été très naïve, Müller, São Paulo, Łódź."
+    assert clean_text(text) == text
+
+
+def test_normalization_is_opt_in() -> None:
+    assert clean_text("e\u0301") == "e\u0301"
+    assert clean_text("e\u0301", normalization="NFC") == "\u00e9"
+    assert clean_text("ＡＢＣ", normalization="NFKC") == "ABC"
+
+
+def _table(texts: list[str], bad: list[int] | None = None) -> pa.Table:
+    ids = [f"r{i}" for i in range(len(texts))]
+    return pa.table(
+        {
+            C.ID: ids,
+            C.TEXT: texts,
+            C.PARENT_ID: ids,
+            C.BAD_BYTES: pa.array(bad or [0] * len(texts), pa.int64()),
+        }
+    )
+
+
+def test_stage_drops_with_reasons_and_counts_removed_characters() -> None:
+    texts = [
+        "A clean sentence.",
+        " \u200b\u3000\n\t",
+        "\x01\x02\x03\ue000\ue001\ufffdab",
+        "Intro. " + "ha" * 80,
+        "写得很好" + "的" * 120,
+        "a\x00b\u00a0c",
+    ]
+    out = CleanText()(_table(texts))
+    reasons = out.column(C.DROP_REASON).to_pylist()
+    assert reasons == [None, "empty", "garbage", "repetition", "repetition", None]
+    assert out.column(C.TEXT).to_pylist()[5] == "ab c"
+    assert out.column(C.REMOVED_CHARS).to_pylist()[5] == 2
+    assert out.column(C.LANG).to_pylist()[0] == "en"
+
+
+def test_undecodable_bytes_count_as_garbage() -> None:
+    out = CleanText()(_table(["short", "short"], bad=[0, 40]))
+    assert out.column(C.DROP_REASON).to_pylist() == [None, "garbage"]
+
+
+def test_separator_lines_are_not_repetition() -> None:
+    text = "Title\n" + "-" * 150 + "\nBody text. " + "=" * 120 + "\n" + "……" * 60
+    out = CleanText()(_table([text]))
+    assert out.column(C.DROP_REASON).to_pylist() == [None]
+
+
+def test_repetition_check_can_be_disabled_or_loosened() -> None:
+    text = "x " + "ab" * 80
+    assert CleanText(max_repeat_chars=0)(_table([text])).column(C.DROP_REASON).to_pylist() == [None]
+    assert CleanText(max_repeat_chars=500)(_table([text])).column(C.DROP_REASON).to_pylist() == [None]
+
+
+@pytest.mark.parametrize(
+    ("field", "kwargs"),
+    [
+        ("max_garbage_fraction", {"max_garbage_fraction": 0.0}),
+        ("max_repeat_chars", {"max_repeat_chars": -1}),
+        ("max_repeat_period", {"max_repeat_period": 0}),
+        ("normalization", {"normalization": "NFD"}),
+    ],
+)
+def test_invalid_parameters_name_the_field(field: str, kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match=field):
+        CleanText(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,119 @@
+"""The CLI: a successful run, --only/--skip/--set, and one-line errors for every user mistake."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from dataclean.cli import cli
+from tests.conftest import SAMPLE, read_rows, write_jsonl
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output  # stdout and stderr, interleaved
+
+
+def test_run_on_the_sample_prints_a_summary(tmp_path: Path) -> None:
+    code, output = _invoke("run", str(SAMPLE), "-o", str(tmp_path / "out"), "--executor", "local")
+    assert code == 0, output
+    assert "clean:repetition" in output and "kept" in output
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["totals"]["invariant_holds"]
+
+
+def test_set_changes_a_parameter_and_skip_removes_a_stage(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"text": "x " + "ab" * 100}, {"text": "fine"}])
+    code, _ = _invoke(
+        "run", str(inp), "-o", str(tmp_path / "a"), "--executor", "local", "--set", "clean.max_repeat_chars=0"
+    )
+    assert code == 0 and len(read_rows(tmp_path / "a" / "data")) == 2
+    code, _ = _invoke("run", str(inp), "-o", str(tmp_path / "b"), "--executor", "local", "--skip", "clean")
+    assert code == 0 and len(read_rows(tmp_path / "b" / "data")) == 2
+    code, _ = _invoke("run", str(inp), "-o", str(tmp_path / "c"), "--executor", "local", "--only", "clean")
+    assert code == 0 and len(read_rows(tmp_path / "c" / "data")) == 1
+
+
+def test_user_recipe_file(tmp_path: Path) -> None:
+    recipe = tmp_path / "mine.py"
+    recipe.write_text(
+        "from dataclean.stages.clean import CleanText\n"
+        "def build():\n    return [CleanText(max_repeat_chars=0)]\n"
+    )
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"text": "x " + "ab" * 100}])
+    code, output = _invoke(
+        "run", str(inp), "-o", str(tmp_path / "o"), "--executor", "local", "--pipeline", str(recipe)
+    )
+    assert code == 0, output
+    assert len(read_rows(tmp_path / "o" / "data")) == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "extra", "message"),
+    [
+        (lambda d: d / "missing.jsonl", [], "missing.jsonl: no such file or folder"),
+        (lambda d: _write(d / "bad.parquet", b"not parquet"), [], "bad.parquet: not a readable Parquet file"),
+        (lambda d: _parquet(d / "p.parquet", {"body": ["x"]}), [], "p.parquet: no column 'text'"),
+        (lambda d: _write(d / "n.jsonl", b'{"text": 3}\n'), [], "n.jsonl, row 0: text is int"),
+        (lambda d: _write(d / "x.csv", b"a,b\n"), [], "x.csv: unknown format"),
+        (lambda d: _write(d / "j.jsonl", b"{broken\n"), [], "j.jsonl, row 0: invalid JSON"),
+        (lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'), ["--set", "nope.x=1"], "unknown stage 'nope'"),
+        (
+            lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
+            ["--set", "clean.bogus=1"],
+            "has no parameter 'bogus' (valid: fix_mojibake, max_garbage_fraction",
+        ),
+        (
+            lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
+            ["--set", "clean.max_repeat_chars=abc"],
+            "clean.max_repeat_chars: 'abc' is not a valid int",
+        ),
+        (
+            lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
+            ["--set", "clean.max_garbage_fraction=2"],
+            "max_garbage_fraction must be in",
+        ),
+        (
+            lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
+            ["--pipeline", "nosuch"],
+            "no recipe of that name",
+        ),
+    ],
+)
+def test_user_errors_are_one_line_with_nonzero_exit(
+    tmp_path: Path, make: object, extra: list[str], message: str
+) -> None:
+    path = make(tmp_path)  # type: ignore[operator]
+    code, output = _invoke("run", str(path), "-o", str(tmp_path / "out"), "--executor", "local", *extra)
+    assert code != 0
+    assert message in output
+    assert "Traceback" not in output
+    assert len([line for line in output.splitlines() if line.strip()]) == 1
+
+
+def test_python_dash_m_works_like_the_command(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dataclean", "run", str(tmp_path / "missing"), "-o", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "no such file or folder" in result.stderr and "Traceback" not in result.stderr
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _parquet(path: Path, columns: dict[str, list[object]]) -> Path:
+    pq.write_table(pa.table(columns), path)
+    return path

@@ -1,0 +1,46 @@
+"""--set conversion by the stage's field types, and --only/--skip selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataclean.config import configure, parse_settings, select_stages
+from dataclean.errors import ConfigError
+from dataclean.stages.clean import CleanText
+
+
+def test_values_convert_by_field_type() -> None:
+    stage = configure(
+        CleanText(),
+        {
+            "fix_mojibake": "off",
+            "max_garbage_fraction": "0.5",
+            "max_repeat_chars": "200",
+            "normalization": "NFC",
+        },
+    )
+    assert isinstance(stage, CleanText)
+    assert (stage.fix_mojibake, stage.max_garbage_fraction, stage.max_repeat_chars, stage.normalization) == (
+        False,
+        0.5,
+        200,
+        "NFC",
+    )
+
+
+def test_literal_choices_are_listed() -> None:
+    with pytest.raises(ConfigError, match="not one of none, NFC, NFKC"):
+        configure(CleanText(), {"normalization": "NFD"})
+
+
+def test_parse_settings_rejects_malformed() -> None:
+    assert parse_settings(["clean.a=1", "clean.b = x"]) == {"clean": {"a": "1", "b": "x"}}
+    with pytest.raises(ConfigError, match=r"STAGE\.PARAM=VALUE"):
+        parse_settings(["clean=1"])
+
+
+def test_select_stages_checks_names() -> None:
+    stages = [CleanText()]
+    assert select_stages(stages, skip=["clean"]) == []
+    with pytest.raises(ConfigError, match=r"stages in this pipeline: clean"):
+        select_stages(stages, only=["dedupe"])
