@@ -107,8 +107,10 @@ def plot_curves(work: Path) -> Path | None:
             for i in range(len(losses))
         ]
         left.plot(curve["step"], smooth, label=label)
-        right.plot(curve["heldout_step"], curve["heldout"], marker="o", markersize=3, label=label)
+        # From the second evaluation on: the untrained model's first point would flatten the rest.
+        right.plot(curve["heldout_step"][1:], curve["heldout"][1:], marker="o", markersize=3, label=label)
     left.set(title="training loss (10-step mean)", xlabel="step", ylabel="loss per byte (nats)")
+    left.set_ylim(top=min(4.0, left.get_ylim()[1]))
     right.set(title="held-out clean prose", xlabel="step", ylabel="loss per byte (nats)")
     left.legend()
     right.legend()
