@@ -12,10 +12,11 @@ import pytest
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
+from dataclean.feedback.neardup import NearDuplicateIndex, shingle_hashes
 from dataclean.feedback.quarantine import make_list, write_list
 from dataclean.ids import text_hash
 from dataclean.stage import FitContext
-from dataclean.stages.quarantine import DropQuarantined, signature
+from dataclean.stages.quarantine import DropQuarantined
 
 FIXTURE = Path(__file__).parent / "fixtures" / "feedback" / "paragraphs.jsonl"
 
@@ -142,8 +143,19 @@ def test_parameters_are_validated():
         DropQuarantined(threshold=1.5)
 
 
-def test_signature_matches_near_duplicates_only():
-    table = corpus()
-    a, b = table.column("text")[0].as_py(), table.column("text")[1].as_py()
-    assert signature(a).jaccard(signature(edited(a))) > 0.8
-    assert signature(a).jaccard(signature(b)) < 0.2
+def test_near_duplicate_index_finds_edits_not_neighbours():
+    texts = corpus().column("text").to_pylist()
+    index = NearDuplicateIndex(threshold=0.8)
+    for number, text in enumerate(texts[:20]):
+        index.add(f"q{number}", text)
+    found = index.query(edited(texts[3]))
+    assert found is not None and found[0] == "q3" and 0.8 <= found[1] < 1.0
+    assert index.query(texts[3]) == ("q3", 1.0)
+    assert all(index.query(text) is None for text in texts[20:])
+    assert index.query("") is None and index.query("short") is None
+
+
+def test_shingles_ignore_case_and_spacing():
+    assert shingle_hashes("Hello   World").tolist() == shingle_hashes("hello world").tolist()
+    assert len(shingle_hashes("abc")) == 1 and len(shingle_hashes("")) == 0
+    assert len(shingle_hashes("红楼梦是一部小说")) == 4

@@ -2,7 +2,8 @@
 
 A row is quarantined when its `id` or its `text_hash` is on the list (the hash catches a sample
 whose id changed, e.g. after re-sharding). Near-duplicates of quarantined texts are quarantined
-too (MinHash over character 5-grams, Jaccard >= `threshold`), so a changed keep rule (another
+too (character 5-grams, Jaccard >= `threshold`: MinHash LSH candidates verified exactly, see
+`dataclean.feedback.neardup`), so a changed keep rule (another
 copy kept by dedup, a different split) cannot bring the same content back. The quarantined texts
 come from the list's optional `text` column and from the rows of this run that matched by id or
 hash (collected by `observe`, so this is a global stage).
@@ -15,7 +16,6 @@ Dropped rows go to OUT/quarantined with the list's reason (`quarantine:loss_outl
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,32 +23,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import xxhash
-from datasketch import MinHash, MinHashLSH
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
+from dataclean.feedback.neardup import NearDuplicateIndex
 from dataclean.feedback.quarantine import read_list
 from dataclean.ids import text_hashes
 from dataclean.stage import FitContext, GlobalStage, with_drops
-
-SHINGLE = 5
-_SPACE = re.compile(r"\s+")
-
-
-def _hash32(data: bytes) -> int:
-    return xxhash.xxh32_intdigest(data)
-
-
-def signature(text: str, num_perm: int = 128) -> MinHash:
-    """MinHash of a text's character 5-grams (lower-cased, whitespace collapsed): works for
-    Chinese, which has no spaces, as well as for English."""
-    normal = _SPACE.sub(" ", text.lower()).strip()
-    grams = {normal[i : i + SHINGLE].encode() for i in range(max(len(normal) - SHINGLE + 1, 1))}
-    minhash = MinHash(num_perm=num_perm, hashfunc=_hash32)
-    minhash.update_batch(list(grams))
-    return minhash
 
 
 @dataclass
@@ -70,14 +52,13 @@ class DropQuarantined(GlobalStage):
     _entries: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
     _by_hash: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     _texts: dict[str, str] = field(default_factory=dict, init=False, repr=False)
-    _signatures: dict[str, MinHash] = field(default_factory=dict, init=False, repr=False)
-    _lsh: MinHashLSH | None = field(default=None, init=False, repr=False)
+    _index: NearDuplicateIndex | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 0 < self.threshold <= 1:
             raise ConfigError(f"quarantine.threshold: must be in (0, 1], got {self.threshold}")
-        if self.num_perm < 16:
-            raise ConfigError(f"quarantine.num_perm: must be at least 16, got {self.num_perm}")
+        if self.num_perm < 16 or self.num_perm % 16:
+            raise ConfigError(f"quarantine.num_perm: must be a multiple of 16, got {self.num_perm}")
         if self.path is not None:
             self.setup()
 
@@ -134,25 +115,19 @@ class DropQuarantined(GlobalStage):
         self.build_index()
 
     def build_index(self) -> None:
-        """MinHash LSH over the quarantined texts (small: one signature per listed sample)."""
+        """The near-duplicate index over the quarantined texts (one entry per listed sample)."""
         if not self.near_duplicates or not self._texts:
-            self._lsh = None
+            self._index = None
             return
-        self._lsh = MinHashLSH(threshold=self.threshold, num_perm=self.num_perm)
-        self._signatures = {key: signature(text, self.num_perm) for key, text in self._texts.items()}
-        for key, minhash in self._signatures.items():
-            self._lsh.insert(key, minhash)
+        self._index = NearDuplicateIndex(self.threshold, self.num_perm)
+        for key, text in self._texts.items():
+            self._index.add(key, text)
 
-    def _near(self, text: str) -> str | None:
-        if self._lsh is None or not text:
+    def _near(self, text: str | None) -> str | None:
+        if self._index is None or not text:
             return None
-        query = signature(text, self.num_perm)
-        best, best_score = None, self.threshold
-        for key in self._lsh.query(query):
-            score = query.jaccard(self._signatures[key])
-            if score >= best_score:
-                best, best_score = key, score
-        return best
+        found = self._index.query(text)
+        return found[0] if found else None
 
     def __call__(self, table: pa.Table) -> pa.Table:
         if not self._entries or table.num_rows == 0:
