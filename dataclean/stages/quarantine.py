@@ -2,11 +2,11 @@
 
 A row is quarantined when its `id` or its `text_hash` is on the list (the hash catches a sample
 whose id changed, e.g. after re-sharding). Near-duplicates of quarantined texts are quarantined
-too (character 5-grams, Jaccard >= `threshold`: MinHash LSH candidates verified exactly, see
-`dataclean.feedback.neardup`), so a changed keep rule (another
-copy kept by dedup, a different split) cannot bring the same content back. The quarantined texts
-come from the list's optional `text` column and from the rows of this run that matched by id or
-hash (collected by `observe`, so this is a global stage).
+too (character 5-grams at Jaccard >= `threshold`: MinHash LSH candidates verified exactly, see
+`dataclean.feedback.neardup`), so a changed keep rule (another copy kept by dedup, a different
+split) cannot bring the same content back. The quarantined texts come from the list's optional
+`text` column and from the rows of this run that matched by id or hash (collected by `observe`,
+which is why this is a global stage).
 
 Dropped rows go to OUT/quarantined with the list's reason (`quarantine:loss_outlier`,
 `quarantine:near_duplicate_of:<id>`). An entry with action `downweight` keeps its row with
@@ -38,8 +38,8 @@ class DropQuarantined(GlobalStage):
     """Drop or down-weight listed samples and their near-duplicates (see the module docstring).
 
     `path`: the quarantine list (Parquet); None makes the stage a no-op. `near_duplicates`: also
-    match texts similar to quarantined ones, at Jaccard >= `threshold` with `num_perm` MinHash
-    permutations.
+    match texts similar to quarantined ones, at Jaccard >= `threshold` (candidates from `num_perm`
+    MinHash permutations in 16 bands).
     """
 
     name: ClassVar[str] = "quarantine"

@@ -2,7 +2,9 @@
 
 Clean samples are paragraphs of about 300-600 characters from Project Gutenberg novels and
 WikiText-2 articles (detokenized). Injected, in random positions with ordinary-looking ids:
-- `random_bytes`: random bytes decoded as text (UTF-8 with replacement characters, or Latin-1);
+- `random_bytes`: random bytes decoded as text: as UTF-8 (mostly replacement characters), as
+  Latin-1 (accented letters and symbols), or as UTF-16 (a scatter of CJK, Hangul and other
+  characters, which script-based language detection takes for an Asian language);
 - `shuffled_words`: a real paragraph with its words in random order;
 - `base64`: a base64 blob, as leaked attachments look in web dumps;
 - `wrong_language`: Chinese Wikipedia paragraphs in an English corpus;
@@ -20,10 +22,10 @@ import re
 from pathlib import Path
 
 KINDS = {
-    "random_bytes": 30,
+    "random_bytes": 45,
     "shuffled_words": 40,
     "base64": 30,
-    "wrong_language": 30,
+    "wrong_language": 40,
     "gibberish": 30,
 }
 NOVELS = [
@@ -64,12 +66,18 @@ def paragraphs(sentences: list[str], low: int = 300, high: int = 600) -> list[st
     return out
 
 
+def _boilerplate(sentence: str) -> bool:
+    """Project Gutenberg's licence text, which some of the books still carry: not prose."""
+    lowered = sentence.lower()
+    return "gutenberg" in lowered or "ebook" in lowered or "e-text" in lowered
+
+
 def clean_samples(data: Path) -> list[str]:
     samples = []
     for name in NOVELS:
         lines = (data / "en" / "gutenberg" / name).read_text(encoding="utf-8").splitlines()
         sentences = [detokenize(line) for line in lines if len(line.split()) >= 5]
-        samples += paragraphs([s for s in sentences if not s.isupper()])
+        samples += paragraphs([s for s in sentences if not s.isupper() and not _boilerplate(s)])
     for name in ("valid.txt", "test.txt"):
         text = (data / "en" / "wikitext2" / name).read_text(encoding="utf-8")
         for line in text.splitlines():
@@ -93,8 +101,9 @@ def pseudo_word(rng: random.Random) -> str:
 
 def bad_sample(kind: str, rng: random.Random, english: list[str], chinese: list[str]) -> str:
     if kind == "random_bytes":
-        blob = rng.randbytes(rng.randint(300, 500))
-        return blob.decode("utf-8", "replace") if rng.random() < 0.5 else blob.decode("latin-1")
+        blob = rng.randbytes(rng.randint(150, 250) * 2)
+        encoding = rng.choice(["utf-8", "latin-1", "utf-16-le"])
+        return blob.decode(encoding, "replace")
     if kind == "shuffled_words":
         words = rng.choice(english).split()
         rng.shuffle(words)
