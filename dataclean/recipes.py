@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
+import sys
 from types import ModuleType
 
 from dataclean.errors import ConfigError
 from dataclean.stage import Stage
 
 
-def _module(recipe: str) -> ModuleType:
+def load_module(recipe: str) -> ModuleType:
+    """The recipe's module: `pipelines.NAME`, or a Python file loaded under a stable name."""
     if recipe.endswith(".py") or os.sep in recipe:
         if not os.path.exists(recipe):
             raise ConfigError(f"--pipeline {recipe}: no such file")
-        spec = importlib.util.spec_from_file_location("dataclean_user_recipe", recipe)
+        digest = hashlib.sha1(os.path.abspath(recipe).encode()).hexdigest()[:12]
+        name = f"dataclean_recipe_{digest}"  # stable across processes: it is part of the config
+        spec = importlib.util.spec_from_file_location(name, recipe)
         if spec is None or spec.loader is None:
             raise ConfigError(f"--pipeline {recipe}: cannot load as Python")
         module = importlib.util.module_from_spec(spec)
+        # Registered so dataclasses and type hints resolve; marked so executors that ship stages
+        # to other processes send this module's classes by value (workers cannot import it).
+        module.__dataclean_recipe__ = True  # type: ignore[attr-defined]
+        sys.modules[name] = module
         spec.loader.exec_module(module)
         return module
     try:
@@ -31,7 +40,7 @@ def _module(recipe: str) -> ModuleType:
 
 def load_recipe(recipe: str) -> list[Stage]:
     """The stages of a recipe: its `build()` result, or its `STAGES` list."""
-    module = _module(recipe)
+    module = load_module(recipe)
     if hasattr(module, "build"):
         stages = module.build()
     elif hasattr(module, "STAGES"):

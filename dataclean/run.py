@@ -5,6 +5,12 @@ over every shard in parallel and ends with the next barrier's `observe`; the dri
 barrier's `fit`, and the next group starts by applying it. Each (group, shard) task leaves a done
 marker with its stats, so a rerun with the same config does only what is missing, and a rerun
 with another config refuses (naming the changed settings) unless told to overwrite.
+
+Memory: the driver holds the shard list, one small stats dict per (group, shard) task and what
+each barrier's `fit` needs (see each GlobalStage's docstring); never rows. A worker holds one
+batch (`ReadOptions.batch_rows` rows, at most about `batch_bytes` of text) plus its stages'
+models. Rows move between groups as Parquet files under OUT/_work written by the workers, not
+through the Ray object store, so the store carries only task descriptors and stats.
 """
 
 from __future__ import annotations

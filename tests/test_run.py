@@ -178,3 +178,14 @@ def test_stage_error_on_one_row_is_isolated(tmp_path: Path) -> None:
 
     with pytest.raises(StageError, match="row id 'b'"):
         run_pipeline([str(inp)], str(tmp_path / "out2"), [FailsOnX()], LocalExecutor())
+
+
+def test_uris_go_through_pyarrow_filesystems(tmp_path: Path) -> None:
+    """Inputs and outputs as URIs (here file://; s3://, gs://, hdfs:// take the same path)."""
+    (tmp_path / "in").mkdir()
+    write_jsonl(tmp_path / "in" / "a.jsonl", ROWS)
+    stats = run_pipeline(
+        [f"file://{tmp_path}/in"], f"file://{tmp_path}/out", [CleanText()], LocalExecutor()
+    )
+    assert stats["totals"]["kept"] == len(read_rows(tmp_path / "out" / "data")) == 22
+    assert {row[C.ID] for row in read_rows(tmp_path / "out" / "data")} >= {"doc-000", "doc-024"}

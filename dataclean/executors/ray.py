@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -73,6 +74,9 @@ class RayExecutor:
 
         if not items:
             return []
+        for module in list(sys.modules.values()):
+            if getattr(module, "__dataclean_recipe__", False):  # a user's recipe file
+                ray.cloudpickle.register_pickle_by_value(module)
         # cloudpickle: functions and classes defined in scripts and notebooks travel too. The
         # payload (the worker with its stages, and small task descriptors) goes by value so a
         # restarted actor can always rebuild it.

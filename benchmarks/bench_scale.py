@@ -1,0 +1,176 @@
+"""Benchmark the whole default pipeline at scale: 1M+ documents, local vs Ray, 1 vs 2 workers.
+
+Builds (once, cached) a corpus of short documents made from ../shared/data sentences (English and
+Chinese), with exact and near duplicates mixed in, as Parquet shards; then runs the default
+pipeline in a fresh process per configuration and reports docs/s end to end, peak memory of the
+driver and of the worker processes (sampled), the speed-up from 1 to 2 Ray workers (target
+>= 1.7x) and the Ray executor's overhead against the local executor at one worker (target <= 25%).
+
+    python benchmarks/bench_scale.py [--docs 1000000] [--shards 16] [--work /tmp/dataclean-scale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.corpus import SHARED, generated_docs, have_shared  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sentences() -> list[str]:
+    if not have_shared():
+        return [s for doc in generated_docs(4000) for s in doc.split(". ") if s]
+    english: list[str] = []
+    for path in sorted((SHARED / "en" / "gutenberg").glob("*.txt")):
+        for line in path.read_text(encoding="utf-8", errors="ignore").splitlines():
+            line = re.sub(r" ([,.;:!?'])", r"\1", line).strip()
+            if 40 <= len(line) <= 400:
+                english.append(line)
+    chinese: list[str] = []
+    for line in (SHARED / "zh" / "cmrc2018" / "cmrc2018_contexts_dedup.txt").read_text().splitlines():
+        chinese.extend(s + "。" for s in line.split("。") if 15 <= len(s) <= 200)
+    return english + chinese
+
+
+def build_corpus(folder: Path, docs: int, shards: int, seed: int = 7) -> None:
+    """Write `docs` documents into `shards` Parquet files: 1-4 sentences each, 8% exact copies,
+    8% near copies (one word/character changed), the rest unique."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    marker = folder / "DONE"
+    if marker.exists() and json.loads(marker.read_text()) == {"docs": docs, "shards": shards}:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    sentences = _sentences()
+    per_shard = docs // shards
+    made: list[str] = []
+    for shard in range(shards):
+        texts, ids = [], []
+        for row in range(per_shard if shard < shards - 1 else docs - per_shard * (shards - 1)):
+            roll = rng.random()
+            if made and roll < 0.08:
+                text = rng.choice(made)
+            elif made and roll < 0.16:
+                words = rng.choice(made).split(" ")
+                if len(words) > 6:
+                    words[rng.randrange(len(words))] = "changed"
+                text = " ".join(words)
+            else:
+                text = " ".join(rng.choice(sentences) for _ in range(rng.randint(1, 4)))
+                if len(made) < 200_000:
+                    made.append(text)
+            texts.append(text)
+            ids.append(f"s{shard:03d}-{row:07d}")
+        pq.write_table(pa.table({"id": ids, "text": texts}), folder / f"part-{shard:03d}.parquet")
+    marker.write_text(json.dumps({"docs": docs, "shards": shards}))
+
+
+class _MemorySampler(threading.Thread):
+    """Samples the resident memory of a process tree: the driver and every other process."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.driver = 0
+        self.worker = 0
+        self.total = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        root = psutil.Process(self.pid)
+        while not self.stop.is_set():
+            try:
+                driver = root.memory_info().rss
+                others = []
+                for child in root.children(recursive=True):
+                    try:
+                        others.append((child.memory_info().rss, " ".join(child.cmdline())))
+                    except psutil.Error:
+                        pass
+                workers = [rss for rss, cmd in others if "MapWorker" in cmd or "default_worker" in cmd]
+                self.driver = max(self.driver, driver)
+                self.worker = max([self.worker, *workers])
+                self.total = max(self.total, driver + sum(rss for rss, _ in others))
+            except psutil.Error:
+                pass
+            self.stop.wait(0.5)
+
+
+def run_config(corpus: Path, out: Path, executor: str, workers: int) -> dict[str, Any]:
+    """One default-pipeline run in a fresh process; returns seconds, rows and memory peaks."""
+    command = [sys.executable, "-m", "dataclean", "run", str(corpus), "-o", str(out), "--overwrite",
+               "--quiet", "--executor", executor, "--workers", str(workers)]
+    env = {**os.environ, "RAY_DATA_LOG_LEVEL": "ERROR"}
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sampler = _MemorySampler(process.pid)
+    sampler.start()
+    _, stderr = process.communicate()
+    seconds = time.perf_counter() - started
+    sampler.stop.set()
+    if process.returncode != 0:
+        raise SystemExit(f"{executor}/{workers} failed:\n{stderr.decode()[-3000:]}")
+    stats = json.loads((out / "stats.json").read_text())
+    return {
+        "executor": executor,
+        "workers": workers,
+        "seconds": seconds,
+        "rows_in": stats["totals"]["rows_in"],
+        "kept": stats["totals"]["kept"],
+        "driver_mb": sampler.driver / 1e6,
+        "worker_mb": sampler.worker / 1e6,
+        "total_mb": sampler.total / 1e6,
+        "stages": {s["stage"]: round(s["seconds"], 1) for s in stats["stages"]},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=1_000_000)
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--work", default="/tmp/dataclean-scale")
+    args = parser.parse_args()
+    work = Path(args.work)
+    corpus = work / f"corpus-{args.docs}"
+    started = time.perf_counter()
+    build_corpus(corpus, args.docs, args.shards)
+    size = sum(p.stat().st_size for p in corpus.glob("*.parquet")) / 1e6
+    print(f"corpus: {args.docs:,} documents in {args.shards} shards, {size:.0f} MB Parquet "
+          f"({SHARED if have_shared() else 'generated'}; built/checked in {time.perf_counter() - started:.0f} s)")
+    results = [
+        run_config(corpus, work / "out-local-1", "local", 1),
+        run_config(corpus, work / "out-ray-1", "ray", 1),
+        run_config(corpus, work / "out-ray-2", "ray", 2),
+    ]
+    kept = {r["kept"] for r in results}
+    print(f"{'executor':10} {'workers':>7} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} "
+          f"{'worker MB':>9} {'all MB':>7}")
+    for r in results:
+        print(f"{r['executor']:10} {r['workers']:7d} {r['seconds']:8.1f} {r['rows_in'] / r['seconds']:9.0f} "
+              f"{r['driver_mb']:9.0f} {r['worker_mb']:9.0f} {r['total_mb']:7.0f}")
+    local, ray1, ray2 = results
+    print(f"stage seconds (summed over workers), ray x2: {ray2['stages']}")
+    print(f"speed-up 1 -> 2 Ray workers: {ray1['seconds'] / ray2['seconds']:.2f}x (target >= 1.7x)")
+    print(f"Ray overhead vs local at 1 worker: {ray1['seconds'] / local['seconds'] - 1:+.0%} (target <= 25%)")
+    print(f"same kept rows on every configuration: {len(kept) == 1} ({kept.pop():,})")
+
+
+if __name__ == "__main__":
+    main()
