@@ -22,10 +22,10 @@ import re
 from pathlib import Path
 
 KINDS = {
-    "random_bytes": 45,
+    "random_bytes": 60,
     "shuffled_words": 40,
     "base64": 30,
-    "wrong_language": 40,
+    "wrong_language": 60,
     "gibberish": 30,
 }
 NOVELS = [
