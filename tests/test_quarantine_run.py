@@ -107,3 +107,27 @@ def test_a_missing_list_is_a_clear_error(tmp_path):
 def test_feedback_is_a_dataclean_command():
     result = CliRunner().invoke(cli, ["feedback", "--help"])
     assert result.exit_code == 0 and "--losses" in result.output
+
+
+def test_local_and_ray_quarantine_the_same_rows(tmp_path, ray_executor):
+    from dataclean.executors.local import LocalExecutor
+    from dataclean.run import run_pipeline
+    from dataclean.stages.clean import CleanText
+    from dataclean.stages.quarantine import DropQuarantined
+
+    make_input(tmp_path)
+    write_list(make_list([{"sample_id": "en-010", "reason": "loss_outlier"}]), tmp_path / "q.parquet")
+    outputs = {}
+    for name, executor in (("local", LocalExecutor()), ("ray", ray_executor)):
+        stages = [CleanText(), DropQuarantined(path=str(tmp_path / "q.parquet"))]
+        run_pipeline([str(tmp_path / "in.jsonl")], str(tmp_path / name), stages, executor)
+        rows = pq.read_table(tmp_path / name / "quarantined").to_pylist()
+        outputs[name] = sorted((row["id"], row["reason"]) for row in rows)
+    assert (
+        outputs["local"]
+        == outputs["ray"]
+        == [
+            ("copy-of-10", "quarantine:near_duplicate_of:en-010"),
+            ("en-010", "quarantine:loss_outlier"),
+        ]
+    )

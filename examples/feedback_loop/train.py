@@ -135,7 +135,7 @@ def train(
             # dataclean's part of the loop: per-sample losses, the step, the spike monitor.
             loss_log.log(step, batch_ids, losses, epoch=epoch, tokens=tokens)
             step_log.log(step, loss, lr=current_lr, grad_norm=grad_norm)
-            spike = monitor.update(step, loss.item(), batch_ids, lr=current_lr)
+            spike = monitor.update(step, loss.item(), batch_ids, lr=current_lr, grad_norm=float(grad_norm))
             if spike is not None:
                 print(f"  spike at step {step}: loss {spike.loss:.3f} (level {spike.level:.3f})")
             curve["step"].append(step)
