@@ -19,6 +19,7 @@ from dataclean.errors import DatacleanError
 from dataclean.executors import make_executor
 from dataclean.feedback.cli import feedback
 from dataclean.io.readers import ReadOptions
+from dataclean.lm.cli import lm, perplexity_settings
 from dataclean.recipes import load_recipe
 from dataclean.run import run_pipeline
 
@@ -115,6 +116,33 @@ def cli() -> None:
     help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.",
 )
 @click.option(
+    "--max-chars",
+    type=int,
+    default=None,
+    help="Split documents over N characters into samples (--set split.max_chars=N).",
+)
+@click.option(
+    "--lm",
+    "lm_models",
+    multiple=True,
+    metavar="LANG[=PATH]",
+    help="Perplexity reference models, replacing the bundled en and zh: a bundled name or "
+    "LANG=MODEL_DIR (from `dataclean lm train`), e.g. --lm en=models/web_en --lm zh.",
+)
+@click.option(
+    "--max-ppl",
+    multiple=True,
+    metavar="[LANG=]VALUE",
+    help="Drop rows with a perplexity above VALUE, for all languages or one (e.g. --max-ppl zh=3000).",
+)
+@click.option(
+    "--drop-ppl-fraction",
+    type=float,
+    default=None,
+    help="Drop this fraction of each language's highest-perplexity rows, across all shards "
+    "(default recipe: 0.002).",
+)
+@click.option(
     "--quarantine",
     "quarantine_list",
     default=None,
@@ -139,6 +167,10 @@ def run(
     only: tuple[str, ...],
     skip: tuple[str, ...],
     settings: tuple[str, ...],
+    max_chars: int | None,
+    lm_models: tuple[str, ...],
+    max_ppl: tuple[str, ...],
+    drop_ppl_fraction: float | None,
     quarantine_list: str | None,
     batch_rows: int,
     overwrite: bool,
@@ -146,6 +178,9 @@ def run(
     quiet: bool,
 ) -> None:
     """Clean INPUTS (files, globs, folders, hf:PATH) into OUTPUT."""
+    if max_chars is not None:  # sugar; an explicit --set split.max_chars wins
+        settings = (f"split.max_chars={max_chars}", *settings)
+    settings = (*perplexity_settings(lm_models, max_ppl, drop_ppl_fraction), *settings)
     if quarantine_list is not None:
         settings = (*settings, f"quarantine.path={quarantine_list}")
     stages = select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
@@ -188,8 +223,28 @@ def run(
     finally:
         engine.close()
     if not quiet:
-        Console().print(summary_table(stats))
+        # Not a terminal (a log, a pipe): print wide enough to keep stage and reason names whole.
+        Console(width=None if sys.stdout.isatty() else 120).print(summary_table(stats))
     click.echo(f"wrote {output}: {stats['totals']['kept']:,} rows kept", err=quiet)
+
+
+@cli.command()
+@click.argument("output")
+@click.option(
+    "--compare",
+    "earlier",
+    default=None,
+    metavar="EARLIER_OUT",
+    help="An earlier run's output folder: show what changed since (rows by reason, ids moved).",
+)
+def report(output: str, earlier: str | None) -> None:
+    """Write OUTPUT/report.html: the run's funnel, drops with excerpts, scores and duplicates."""
+    from dataclean.report import write_report  # plotly loads only for this command
+
+    click.echo(f"wrote {write_report(output, earlier)}")
+
+
+cli.add_command(lm)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,6 +15,7 @@ through the Ray object store, so the store carries only task descriptors and sta
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,6 +33,7 @@ from dataclean.stage import Executor, FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
 
 Progress = Callable[[str, int, int], None]
+log = logging.getLogger(__name__)
 OUTPUT_ENTRIES = ("data", "excluded", "quarantined", "_work", "stats.json", "report.html")
 
 
@@ -221,7 +223,18 @@ def run_pipeline(
     write_json(f"{layout.root}/manifest.json", manifest)
     if not keep_work:
         remove_tree(layout.work)
+    _write_report(layout.root)
     return stats
+
+
+def _write_report(root: str) -> None:
+    """OUT/report.html; a report that cannot be built is a warning, never a failed run."""
+    try:
+        from dataclean.report import write_report
+
+        write_report(root)
+    except Exception as error:  # the run's data is written: do not lose it over a chart
+        log.warning("report.html not written for %s: %s: %s", root, type(error).__name__, error)
 
 
 def _same_inputs(old: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
+from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
 from dataclean.stages.quarantine import DropQuarantined
+from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> (dedup -> split -> perplexity -> quarantine, as they land)."""
+    """clean -> (dedup) -> split -> perplexity -> perplexity_filter -> quarantine."""
     return [
         CleanText(),
+        # dedup goes here, before split: duplicates are whole documents, not chunks.
+        SplitLongDocuments(),
+        ScorePerplexity(),
+        # Buckets at the corpus's 30th/60th percentiles per language; drop the worst 0.2%.
+        FilterPerplexity(drop_fraction=0.002),
         DropQuarantined(),  # last: a no-op until `--quarantine LIST` (quarantine.path) is given
     ]

@@ -51,6 +51,7 @@ class RayExecutor:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
                 ray.init(
+                    address="local",  # always a new embedded Ray, never another one on this machine
                     num_cpus=workers or os.cpu_count() or 1,
                     include_dashboard=False,
                     log_to_driver=False,

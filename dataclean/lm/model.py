@@ -1,0 +1,182 @@
+"""A reference language model: normalization + SentencePiece + KenLM, scored the CCNet way.
+
+A model is a folder (the bundled ones are under `dataclean/data/lm/<lang>/`):
+
+    model.json        what it is: language, order, vocabulary size, training data, trainer
+    tokenizer.model   the SentencePiece model
+    model.arpa.gz     the KenLM model (model.arpa or a KenLM binary model.bin work too)
+
+Perplexity follows CCNet (facebookresearch/cc_net `perplexity.py`): each non-empty normalized line
+is tokenized and scored by KenLM with <s> and </s>, and
+
+    ppl = 10 ** (-sum(log10 p over lines) / sum(pieces + 1 over lines))
+
+where the +1 counts each line's </s>. Short texts: a perplexity over a handful of tokens is noise
+(data-juicer users report 225,308 for a four-character Chinese phrase), so a text with fewer than
+`min_tokens` pieces gets NaN ("not scored") instead of a number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import kenlm
+import numpy as np
+
+from dataclean.errors import ConfigError
+from dataclean.lm.normalize import is_plain_ascii, normalize_lines
+from dataclean.lm.tokenizer import Tokenizer
+
+BUNDLED = ("en", "zh")
+MODEL_FILES = ("model.bin", "model.arpa.gz", "model.arpa")
+METADATA_FILE = "model.json"
+TOKENIZER_FILE = "tokenizer.model"
+# Texts with fewer SentencePiece pieces than this are not scored by default (see module docstring).
+DEFAULT_MIN_TOKENS = 8
+
+
+@dataclass
+class Scores:
+    """Per-text sums over lines: log10 probability, tokens (pieces + one </s> per line), lines."""
+
+    log10_prob: np.ndarray
+    tokens: np.ndarray
+    lines: np.ndarray
+
+    def perplexity(self, min_tokens: int = DEFAULT_MIN_TOKENS) -> np.ndarray:
+        """CCNet perplexity per text; NaN for texts with fewer than `min_tokens` pieces."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ppl = np.power(10.0, -self.log10_prob / self.tokens)
+        pieces = self.tokens - self.lines
+        return np.where((self.tokens > 0) & (pieces >= min_tokens), ppl, np.nan)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence writes to file descriptor 2 (C++ code's stderr); errors still raise."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class LanguageModel:
+    """Scores text with a KenLM model after CCNet normalization and SentencePiece tokenization."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        metadata_path = self.directory / METADATA_FILE
+        self.metadata: dict[str, Any] = (
+            json.loads(metadata_path.read_text()) if metadata_path.exists() else {}
+        )
+        tokenizer_path = self.directory / TOKENIZER_FILE
+        if not tokenizer_path.exists():
+            raise ConfigError(f"{self.directory}: no {TOKENIZER_FILE}; not a dataclean model folder")
+        self.tokenizer = Tokenizer(tokenizer_path.read_bytes())
+        model_path = next(
+            (self.directory / name for name in MODEL_FILES if (self.directory / name).exists()),
+            None,
+        )
+        if model_path is None:
+            raise ConfigError(f"{self.directory}: no {' / '.join(MODEL_FILES)} in this model folder")
+        config = kenlm.Config()
+        config.show_progress = False
+        with _quiet_stderr():  # KenLM prints advice about binary files on every ARPA load
+            self.kenlm = kenlm.Model(str(model_path), config)
+
+    @property
+    def lang(self) -> str | None:
+        """The language code the model was trained for, from model.json."""
+        lang = self.metadata.get("lang")
+        return str(lang) if lang is not None else None
+
+    def normalize(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """Normalized non-empty lines of all texts, and the index of the text each line is from."""
+        lines: list[str] = []
+        owners: list[int] = []
+        for index, text in enumerate(texts):
+            text_lines = normalize_lines(text)
+            lines.extend(text_lines)
+            owners.extend([index] * len(text_lines))
+        return lines, np.asarray(owners, dtype=np.int64)
+
+    def query(self, tokenized: Sequence[str]) -> np.ndarray:
+        """KenLM log10 probability of each tokenized line, with <s> and </s>."""
+        score = self.kenlm.score
+        return np.array(list(map(score, tokenized)), dtype=np.float64)
+
+    def tokenize(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """Normalized, tokenized lines of all texts, and the index of the text each line is from.
+
+        Plain-ASCII texts (most English) take a fused path: lines and words are split first and
+        each distinct word is normalized and tokenized once (`Tokenizer.tokenize_words`), which
+        gives the same pieces as normalizing the whole text first.
+        """
+        plain = [i for i, text in enumerate(texts) if is_plain_ascii(text)]
+        line_words: list[list[str]] = []
+        owners: list[int] = []
+        for index in plain:
+            for line in texts[index].split("\n"):
+                words = line.split()
+                if words:
+                    line_words.append(words)
+                    owners.append(index)
+        tokenized = self.tokenizer.tokenize_words(line_words)
+        plain_set = set(plain)
+        others = [i for i in range(len(texts)) if i not in plain_set]
+        lines, other_owners = self.normalize([texts[i] for i in others])
+        tokenized += self.tokenizer.tokenize_lines(lines)
+        owners.extend(np.asarray(others, dtype=np.int64)[other_owners].tolist())
+        return tokenized, np.asarray(owners, dtype=np.int64)
+
+    def score(self, texts: Sequence[str]) -> Scores:
+        """Sums of log10 probability and tokens per text (normalize, tokenize, query)."""
+        tokenized, owners = self.tokenize(texts)
+        log10_prob = self.query(tokenized)
+        # pieces + 1 for </s>: pieces are separated by single spaces.
+        tokens = [line.count(" ") + 2 for line in tokenized]
+        size = len(texts)
+        return Scores(
+            log10_prob=np.bincount(owners, weights=log10_prob, minlength=size),
+            tokens=np.bincount(owners, weights=tokens, minlength=size),
+            lines=np.bincount(owners, minlength=size).astype(np.float64),
+        )
+
+    def perplexities(self, texts: Sequence[str], min_tokens: int = DEFAULT_MIN_TOKENS) -> np.ndarray:
+        """Perplexity of each text; NaN where it has fewer than `min_tokens` pieces."""
+        return self.score(texts).perplexity(min_tokens)
+
+    def perplexity(self, text: str, min_tokens: int = DEFAULT_MIN_TOKENS) -> float:
+        """Perplexity of one text; NaN if it has fewer than `min_tokens` pieces."""
+        return float(self.perplexities([text], min_tokens)[0])
+
+
+def resolve_model(name_or_path: str | Path) -> Path:
+    """The folder of a bundled model name (`en`, `zh`) or of a model path."""
+    if str(name_or_path) in BUNDLED:
+        return Path(str(resources.files("dataclean") / "data" / "lm" / str(name_or_path)))
+    path = Path(name_or_path)
+    if not path.is_dir():
+        raise ConfigError(
+            f"language model {str(name_or_path)!r}: not a bundled model ({', '.join(BUNDLED)}) "
+            "and not a model folder"
+        )
+    return path
+
+
+def load_model(name_or_path: str | Path) -> LanguageModel:
+    """Load a bundled model (`"en"`, `"zh"`) or a model folder written by `dataclean lm train`."""
+    return LanguageModel(resolve_model(name_or_path))

@@ -1,0 +1,115 @@
+"""Text normalization applied identically before language-model training and scoring (CCNet).
+
+CCNet (Wenzek et al. 2020, facebookresearch/cc_net `text_normalizer.normalize`) lowercases, strips
+accents, maps every digit to 0, maps unicode punctuation to ASCII and removes non-printing
+characters, so that the reference model spends no capacity on spelling variants. We follow it and
+also collapse runs of whitespace to one space (CCNet leaves that to SentencePiece; our SentencePiece
+models are trained with whitespace handling off, see `dataclean.lm.tokenizer`).
+
+A text is scored line by line: `normalize_lines` returns the non-empty normalized lines.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import unicodedata
+
+# CCNet's UNICODE_PUNCT table, minus its "１" -> '"' entry (a typo there: digits become 0 first).
+UNICODE_PUNCT = {
+    "，": ",",
+    "。": ".",
+    "、": ",",
+    "„": '"',
+    "”": '"',
+    "“": '"',
+    "«": '"',
+    "»": '"',
+    "」": '"',
+    "「": '"',
+    "《": '"',
+    "》": '"',
+    "´": "'",
+    "∶": ":",
+    "：": ":",
+    "？": "?",
+    "！": "!",
+    "（": "(",
+    "）": ")",
+    "；": ";",
+    "–": "-",
+    "—": " - ",
+    "．": ". ",
+    "～": "~",
+    "’": "'",
+    "…": "...",
+    "━": "-",
+    "〈": "<",
+    "〉": ">",
+    "【": "[",
+    "】": "]",
+    "％": "%",
+    "►": "-",
+}
+
+# Non-printing: C0 and C1 control characters. "\n" is kept here: it separates the scored lines.
+_NON_PRINTING = [c for c in (*range(0, 32), *range(127, 160)) if c != ord("\n")]
+
+
+@functools.cache
+def _table() -> dict[int, str | None]:
+    """One `str.translate` table: drop combining marks and controls, digits to 0, punctuation."""
+    table: dict[int, str | None] = {}
+    for code in range(sys.maxunicode + 1):
+        category = unicodedata.category(chr(code))
+        if category == "Mn":
+            table[code] = None  # accents left by NFD
+        elif category == "Nd":
+            table[code] = "0"
+    for char, replacement in UNICODE_PUNCT.items():
+        table[ord(char)] = replacement
+    for code in _NON_PRINTING:
+        table[code] = None
+    # SentencePiece's whitespace symbol must not occur in its input (see dataclean.lm.tokenizer).
+    table[ord("▁")] = " "
+    return table
+
+
+# ASCII text (most English) takes a bytes fast path: digits to 0, controls deleted.
+_ASCII_MAP = bytes.maketrans(b"123456789", b"000000000")
+_ASCII_DELETE = bytes(c for c in _NON_PRINTING if c < 128)
+
+
+# Characters that normalization deletes from ASCII text (all controls but "\n").
+_ASCII_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
+
+
+def is_plain_ascii(text: str) -> bool:
+    """ASCII without characters that normalization deletes, so it can be normalized word by word.
+
+    For such text, normalizing then splitting lines and words equals splitting first and
+    normalizing each word (lowercase, digits to 0): the scoring fast path relies on it.
+    """
+    return text.isascii() and _ASCII_CONTROL.search(text) is None
+
+
+def normalize_text(text: str) -> str:
+    """Lowercase, strip accents, digits to 0, map punctuation, drop controls; keep line breaks.
+
+    Whitespace inside lines is not collapsed here; `normalize_lines` does that.
+    """
+    text = text.lower()
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_MAP, _ASCII_DELETE).decode("ascii")
+    return unicodedata.normalize("NFD", text).translate(_table())
+
+
+def normalize_lines(text: str) -> list[str]:
+    """The normalized, whitespace-collapsed, non-empty lines of `text`: the units KenLM scores."""
+    lines = []
+    for line in normalize_text(text).split("\n"):
+        collapsed = " ".join(line.split())
+        if collapsed:
+            lines.append(collapsed)
+    return lines

@@ -1,0 +1,108 @@
+"""Duplicate clusters: how many rows each kept row stood for, exact and near.
+
+A dropped duplicate's reason names the row it duplicates (`dedup:exact_of:<id>`,
+`dedup:near_duplicate_of:<id>`); a cluster is that kept row plus every row naming it, so its size
+is 1 + the rows naming it. Near duplicates also carry their similarity (`dup_jaccard`), shown
+against the stage's `threshold`. Kept rows of a cluster carry `dup_cluster` (their own id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dataclean import columns as C
+from dataclean.report.histogram import LinearHistogram
+from dataclean.report.scan import Output, tables
+
+PATTERN = r"(?s)^(?P<stage>[^:]*):(?P<kind>exact_of|near_duplicate_of):(?P<target>.*)$"
+EXACT, NEAR = "exact_of", "near_duplicate_of"
+
+
+@dataclass
+class Cluster:
+    kept_id: str
+    exact: int
+    near: int
+
+    @property
+    def size(self) -> int:
+        return 1 + self.exact + self.near
+
+
+@dataclass
+class ClusterSummary:
+    """Cluster size counts, the largest clusters, and the near duplicates' similarities."""
+
+    sizes: dict[int, int] = field(default_factory=dict)
+    exact: int = 0
+    near: int = 0
+    largest: list[Cluster] = field(default_factory=list)
+    jaccard: LinearHistogram = field(default_factory=LinearHistogram)
+    threshold: float | None = None
+    kept_with_cluster: int = 0
+
+    @property
+    def clusters(self) -> int:
+        return sum(self.sizes.values())
+
+
+def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
+    """None when the run has neither a dedup stage nor duplicate drops."""
+    summary = ClusterSummary()
+    partial: list[pa.Table] = []
+    for table in tables(output.files["excluded"], [C.REASON, C.DUP_SCORE]):
+        if C.REASON not in table.column_names:
+            continue
+        found = pc.extract_regex(table.column(C.REASON).fill_null(""), PATTERN)
+        matched = pc.is_valid(found)
+        if not pc.any(matched).as_py():
+            continue
+        found = found.filter(matched)
+        kinds = pc.struct_field(found, "kind")
+        partial.append(
+            pa.table({"target": pc.struct_field(found, "target"), "kind": kinds})
+            .group_by(["target", "kind"])
+            .aggregate([([], "count_all")])
+        )
+        if C.DUP_SCORE in table.column_names:
+            near = pc.and_(matched, pc.match_substring(table.column(C.REASON).fill_null(""), f":{NEAR}:"))
+            scores = table.column(C.DUP_SCORE).filter(near).cast(pa.float64()).fill_null(np.nan)
+            summary.jaccard.add(scores.to_numpy())
+    for table in tables(output.files["data"], [C.DUP_CLUSTER]):
+        column = table.column(C.DUP_CLUSTER)
+        summary.kept_with_cluster += len(column) - column.null_count
+    if not partial and not output.ran("dedup"):
+        return None
+    if partial:
+        counts = pa.concat_tables(partial).group_by(["target", "kind"]).aggregate([("count_all", "sum")])
+        is_exact = pc.equal(counts.column("kind"), EXACT)
+        number = counts.column("count_all_sum")
+        per_target = (
+            pa.table(
+                {
+                    "target": counts.column("target"),
+                    EXACT: pc.if_else(is_exact, number, 0),
+                    NEAR: pc.if_else(is_exact, 0, number),
+                }
+            )
+            .group_by("target")
+            .aggregate([(EXACT, "sum"), (NEAR, "sum")])
+        )
+        exact = per_target.column(f"{EXACT}_sum").to_numpy()
+        near = per_target.column(f"{NEAR}_sum").to_numpy()
+        sizes, clusters = np.unique(1 + exact + near, return_counts=True)
+        summary.sizes = {int(size): int(n) for size, n in zip(sizes, clusters, strict=True)}
+        summary.exact, summary.near = int(exact.sum()), int(near.sum())
+        ranked = per_target.append_column("size", pa.array(1 + exact + near))
+        top = ranked.sort_by([("size", "descending"), ("target", "ascending")]).slice(0, largest)
+        summary.largest = [
+            Cluster(str(target), int(e), int(n))
+            for target, e, n in zip(*(top.column(i).to_pylist() for i in range(3)), strict=True)
+        ]
+    threshold = output.stage_params("dedup").get("threshold")
+    summary.threshold = float(threshold) if isinstance(threshold, (int, float)) else None
+    return summary
