@@ -96,6 +96,10 @@ class DropQuarantined(GlobalStage):
             for row_id, h in zip(ids, hashes, strict=True)
         ]
 
+    def is_barrier(self) -> bool:
+        """Only a list with near-duplicate matching needs to see the whole run first."""
+        return self.path is not None and self.near_duplicates
+
     def observe(self, table: pa.Table) -> pa.Table | None:
         """Texts of this run's rows that match the list, for near-duplicate matching."""
         if self.path is None or not self.near_duplicates:
