@@ -17,6 +17,7 @@ from rich.table import Table
 from dataclean.config import parse_settings, select_stages
 from dataclean.errors import DatacleanError
 from dataclean.executors import make_executor
+from dataclean.feedback.cli import feedback
 from dataclean.io.readers import ReadOptions
 from dataclean.lm.cli import lm, perplexity_settings
 from dataclean.recipes import load_recipe
@@ -141,6 +142,13 @@ def cli() -> None:
     help="Drop this fraction of each language's highest-perplexity rows, across all shards "
     "(default recipe: 0.002).",
 )
+@click.option(
+    "--quarantine",
+    "quarantine_list",
+    default=None,
+    metavar="LIST",
+    help="Quarantine list from `dataclean feedback` (same as --set quarantine.path=LIST).",
+)
 @click.option("--batch-rows", type=int, default=2048, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
@@ -163,6 +171,7 @@ def run(
     lm_models: tuple[str, ...],
     max_ppl: tuple[str, ...],
     drop_ppl_fraction: float | None,
+    quarantine_list: str | None,
     batch_rows: int,
     overwrite: bool,
     keep_work: bool,
@@ -172,6 +181,8 @@ def run(
     if max_chars is not None:  # sugar; an explicit --set split.max_chars wins
         settings = (f"split.max_chars={max_chars}", *settings)
     settings = (*perplexity_settings(lm_models, max_ppl, drop_ppl_fraction), *settings)
+    if quarantine_list is not None:
+        settings = (*settings, f"quarantine.path={quarantine_list}")
     stages = select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
     read_options = ReadOptions(
         text_column=text_column,
@@ -242,3 +253,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 COMMANDS: list[Callable[..., Any]] = []
+
+cli.add_command(feedback)

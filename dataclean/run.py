@@ -53,7 +53,7 @@ def plan(stages: Sequence[Stage]) -> list[Group]:
         raise ConfigError(f"stage names must be unique in a pipeline: {', '.join(duplicated)}")
     groups = [Group()]
     for stage in stages:
-        if isinstance(stage, GlobalStage):
+        if isinstance(stage, GlobalStage) and stage.is_barrier():
             groups[-1].observer = stage
             groups.append(Group(stages=[stage]))
         else:

@@ -95,6 +95,12 @@ class GlobalStage(Stage):
     `fit` leaves on `self` must be small: put large state in files under `FitContext.scratch`).
     """
 
+    def is_barrier(self) -> bool:
+        """Whether this run needs the barrier. A stage whose settings make `fit` pointless (a
+        quarantine stage with no list) returns False and runs as a plain row-local stage,
+        saving the pass of intermediate files that a barrier costs."""
+        return True
+
     def observe(self, table: pa.Table) -> pa.Table | None:
         """Summary rows of this batch that `fit` needs (e.g. ids and signatures); None for none."""
         return None

@@ -6,11 +6,12 @@ from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from dataclean.stages.dedup import DropDuplicates
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
+from dataclean.stages.quarantine import DropQuarantined
 from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> dedup -> split -> perplexity -> perplexity_filter -> (quarantine, as it lands)."""
+    """clean -> dedup -> split -> perplexity -> perplexity_filter -> quarantine."""
     return [
         CleanText(),
         # Before split: duplicates are whole documents, not chunks.
@@ -19,4 +20,5 @@ def build() -> list[Stage]:
         ScorePerplexity(),
         # Buckets at the corpus's 30th/60th percentiles per language; drop the worst 0.2%.
         FilterPerplexity(drop_fraction=0.002),
+        DropQuarantined(),  # last: a no-op until `--quarantine LIST` (quarantine.path) is given
     ]

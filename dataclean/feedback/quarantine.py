@@ -1,0 +1,130 @@
+"""The quarantine list: which samples the next run leaves out (or down-weights), and why.
+
+Schema in `dataclean.feedback.schema.QUARANTINE_SCHEMA` (DESIGN.md, "Quarantine list"). Lists
+merge without duplicates, keyed by `sample_id`: an entry seen in several lists keeps its first
+reason, text hash, text and timestamp, the widest step range, the most occurrences, the highest
+score, the strictest action (`drop` over `downweight`) and the lowest weight, and the union of
+sources. So merging is idempotent: `merge(merge(a, b), b) == merge(a, b)`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dataclean.errors import InputError
+from dataclean.feedback import schema as S
+
+_REQUIRED = (S.SAMPLE_ID,)
+
+
+def empty_list() -> pa.Table:
+    """A quarantine list with no entries."""
+    return S.QUARANTINE_SCHEMA.empty_table()
+
+
+def make_list(entries: Iterable[dict[str, Any]]) -> pa.Table:
+    """A list from entry dicts; missing fields get defaults (drop, weight 0, added now)."""
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    rows = []
+    for entry in entries:
+        row = {name: entry.get(name) for name in S.QUARANTINE_SCHEMA.names}
+        row[S.SAMPLE_ID] = str(row[S.SAMPLE_ID])
+        row[S.ACTION] = row[S.ACTION] or "drop"
+        if row[S.ACTION] not in S.ACTIONS:
+            raise ValueError(f"action {row[S.ACTION]!r} is not one of {', '.join(S.ACTIONS)}")
+        if row[S.WEIGHT] is None:
+            row[S.WEIGHT] = 0.0 if row[S.ACTION] == "drop" else 0.1
+        row[S.ADDED_AT] = row[S.ADDED_AT] or now
+        rows.append(row)
+    return merge_lists(pa.Table.from_pylist(rows, schema=S.QUARANTINE_SCHEMA))
+
+
+def read_list(path: str | os.PathLike[str]) -> pa.Table:
+    """Read a quarantine list (Parquet) into the schema; optional columns may be absent."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise InputError(str(path), f"cannot read the quarantine list: {error}") from None
+    missing = [name for name in _REQUIRED if name not in table.column_names]
+    if missing:
+        raise InputError(str(path), f"not a quarantine list: no column {missing[0]!r}")
+    arrays = []
+    for field in S.QUARANTINE_SCHEMA:
+        if field.name not in table.column_names:
+            arrays.append(pa.nulls(table.num_rows, field.type))
+            continue
+        column = table.column(field.name)
+        if field.name == S.ADDED_AT and pa.types.is_string(column.type):
+            column = pa.array(
+                [None if v is None else datetime.fromisoformat(v) for v in column.to_pylist()],
+                type=field.type,
+            )
+        try:
+            arrays.append(column.cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise InputError(str(path), f"column {field.name!r} is not {field.type}") from None
+    table = pa.Table.from_arrays(arrays, schema=S.QUARANTINE_SCHEMA)
+    return merge_lists(table)
+
+
+def write_list(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    """Write a list atomically (temp name in the same folder, then rename)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.tmp")
+    pq.write_table(table.cast(S.QUARANTINE_SCHEMA), temp)
+    os.replace(temp, target)
+
+
+def _union(first: str | None, second: str | None) -> str | None:
+    parts = [p for p in (first or "").split(",") + (second or "").split(",") if p]
+    return ",".join(dict.fromkeys(parts)) or None
+
+
+def _max(first: float | None, second: float | None) -> float | None:
+    values = [v for v in (first, second) if v is not None and not math.isnan(v)]
+    return max(values) if values else first if first is not None else second
+
+
+def _min(first: Any, second: Any) -> Any:
+    values = [v for v in (first, second) if v is not None]
+    return min(values) if values else None
+
+
+def _combine(kept: dict[str, Any], new: dict[str, Any]) -> None:
+    for name in (S.TEXT_HASH, S.REASON, S.TEXT):
+        kept[name] = kept[name] if kept[name] is not None else new[name]
+    kept[S.SCORE] = _max(kept[S.SCORE], new[S.SCORE])
+    kept[S.FIRST_STEP] = _min(kept[S.FIRST_STEP], new[S.FIRST_STEP])
+    last = [v for v in (kept[S.LAST_STEP], new[S.LAST_STEP]) if v is not None]
+    kept[S.LAST_STEP] = max(last) if last else None
+    occurrences = [v for v in (kept[S.OCCURRENCES], new[S.OCCURRENCES]) if v is not None]
+    kept[S.OCCURRENCES] = max(occurrences) if occurrences else None
+    if "drop" in (kept[S.ACTION], new[S.ACTION]):
+        kept[S.ACTION] = "drop"
+    kept[S.WEIGHT] = _min(kept[S.WEIGHT], new[S.WEIGHT])
+    kept[S.SOURCE] = _union(kept[S.SOURCE], new[S.SOURCE])
+    kept[S.ADDED_AT] = _min(kept[S.ADDED_AT], new[S.ADDED_AT])
+
+
+def merge_lists(*tables: pa.Table) -> pa.Table:
+    """Merge lists into one without duplicate sample ids (see the module docstring for how)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for table in tables:
+        for row in table.cast(S.QUARANTINE_SCHEMA).to_pylist():
+            key = row[S.SAMPLE_ID]
+            if key is None:
+                continue
+            if key in merged:
+                _combine(merged[key], row)
+            else:
+                merged[key] = row
+    return pa.Table.from_pylist(list(merged.values()), schema=S.QUARANTINE_SCHEMA)
