@@ -94,7 +94,7 @@ def _connect(
             os.remove(path)
             edge_count += count
 
-    results = executor.map(reducer, range(partitions), on_result=merge)
+    results = executor.map(reducer, range(partitions), on_result=merge, light=True)
     for index, result in enumerate(results):
         merge(index, result)
     peak = max([0, *(peak for _, _, peak in results)])
@@ -130,7 +130,7 @@ def find_duplicates(
     pairs_folder = _fresh(os.path.join(scratch, "pairs"))
     key_partitions = _partitions(nodes * _row_bytes(files, {"keys"}) * 2, workers)
     mapper = PartitionKeys(pairs_folder, key_partitions)
-    results = executor.map(mapper, files)
+    results = executor.map(mapper, files, light=True)
     pairs = sum(count for count, _ in results)
     worker_peak = max([worker_peak, *(peak for _, peak in results)])
     lap("partition")
@@ -163,7 +163,7 @@ def find_duplicates(
     row_bytes = _row_bytes(gather_sources, {"id", "exact", "keys", "priority", "sketch"})
     cluster_partitions = _partitions(candidates * row_bytes * 2, workers)
     gatherer = GatherCandidates(labels_folder, candidates_folder, cluster_partitions)
-    results = executor.map(gatherer, gather_sources)
+    results = executor.map(gatherer, gather_sources, light=True)
     worker_peak = max([worker_peak, *(peak for _, peak in results)])
     shutil.rmtree(labels_folder, ignore_errors=True)
     lap("gather")
@@ -178,7 +178,7 @@ def find_duplicates(
     )
     counts: dict[str, int] = {}
     if gather_sources:
-        cluster_results = executor.map(clusterer, range(cluster_partitions))
+        cluster_results = executor.map(clusterer, range(cluster_partitions), light=True)
         for partition_counts, peak in cluster_results:
             worker_peak = max(worker_peak, peak)
             for name, value in partition_counts.items():
