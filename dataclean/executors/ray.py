@@ -17,7 +17,7 @@ import os
 import pickle
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
