@@ -164,9 +164,11 @@ def main() -> None:
     started = time.perf_counter()
     build_corpus(corpus, args.docs, args.shards)
     size = sum(p.stat().st_size for p in corpus.glob("*.parquet")) / 1e6
+    source = SHARED if have_shared() else "generated"
+    built = time.perf_counter() - started
     print(
         f"corpus: {args.docs:,} documents in {args.shards} shards, {size:.0f} MB Parquet "
-        f"({SHARED if have_shared() else 'generated'}; built/checked in {time.perf_counter() - started:.0f} s)"
+        f"({source}; built/checked in {built:.0f} s)"
     )
     results = [
         run_config(corpus, work / "out-local-1", "local", 1),
