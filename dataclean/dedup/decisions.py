@@ -9,17 +9,15 @@ decided row (duplicates and cluster keepers; unique rows cost nothing).
 
 from __future__ import annotations
 
-import glob
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from dataclean.dedup.hashing import xxh64_strings
 from dataclean.dedup.verify import DECISION_SCHEMA
+from dataclean.io.files import list_files, read_parquet
 
 _CACHE: dict[str, Decisions] = {}
 
@@ -47,8 +45,8 @@ class Decisions:
         """The decisions saved in `folder`, from this process's cache when already loaded."""
         cached = _CACHE.get(folder)
         if cached is None:
-            files = sorted(glob.glob(os.path.join(folder, "*.parquet")))
-            tables = [pq.read_table(path, schema=DECISION_SCHEMA) for path in files]
+            files = list_files(folder, ".parquet")
+            tables = [read_parquet(path, schema=DECISION_SCHEMA) for path in files]
             table = pa.concat_tables(tables) if tables else DECISION_SCHEMA.empty_table()
             cached = cls(table)
             _CACHE.clear()  # one fitted stage at a time per process

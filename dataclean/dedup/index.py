@@ -21,9 +21,7 @@ shingle, permutation, band or fold settings is refused with the fields that diff
 
 from __future__ import annotations
 
-import glob
-import json
-import os
+import posixpath
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -34,6 +32,8 @@ import pyarrow.parquet as pq
 from dataclean import columns as C
 from dataclean.dedup.summary import SUMMARY_SCHEMA, Sketch
 from dataclean.errors import ConfigError
+from dataclean.io.files import atomic_output, list_files, make_dirs, open_input, read_parquet
+from dataclean.io.writers import exists, read_json, write_json
 
 if TYPE_CHECKING:
     from dataclean.stages.dedup import DropDuplicates
@@ -43,15 +43,14 @@ FORMAT = 1
 
 
 def _meta_path(folder: str) -> str:
-    return os.path.join(folder, META)
+    return posixpath.join(folder, META)
 
 
 def _read_meta(folder: str) -> dict[str, object]:
     path = _meta_path(folder)
-    if not os.path.exists(path):
+    if not exists(path):
         raise ConfigError(f"dedup.index: {folder!r} is not a dedup index (no {META})")
-    with open(path, encoding="utf-8") as handle:
-        meta: dict[str, object] = json.load(handle)
+    meta: dict[str, object] = read_json(path)
     return meta
 
 
@@ -69,7 +68,7 @@ def _check(meta: dict[str, object], sketch: Sketch, folder: str) -> None:
 def index_summaries(folder: str, sketch: Sketch) -> list[str]:
     """The summary files of an index, after checking it was built with compatible settings."""
     _check(_read_meta(folder), sketch, folder)
-    return sorted(glob.glob(os.path.join(folder, "summaries", "*.parquet")))
+    return list_files(posixpath.join(folder, "summaries"), ".parquet")
 
 
 def build_index(
@@ -80,28 +79,26 @@ def build_index(
     Creates the index if needed. Reads `batch_rows` rows at a time; returns the files written.
     """
     sketch = replace(stage.sketch(), keep="first")  # index rows always win; no keep column needed
-    summaries_folder = os.path.join(folder, "summaries")
-    if os.path.exists(_meta_path(folder)):
+    summaries_folder = posixpath.join(folder, "summaries")
+    if exists(_meta_path(folder)):
         _check(_read_meta(folder), sketch, folder)
     else:
-        os.makedirs(summaries_folder, exist_ok=True)
-        with open(_meta_path(folder) + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump({"format": FORMAT, "sketch": sketch.compatible()}, handle, indent=1)
-        os.replace(_meta_path(folder) + ".tmp", _meta_path(folder))
-    number = len(glob.glob(os.path.join(summaries_folder, "*.parquet")))
+        make_dirs(summaries_folder)
+        write_json(_meta_path(folder), {"format": FORMAT, "sketch": sketch.compatible()})
+    number = len(list_files(summaries_folder, ".parquet"))
     written = []
     for source in files:
-        names = pq.ParquetFile(source).schema_arrow.names
+        with open_input(source) as handle:
+            names = pq.ParquetFile(handle).schema_arrow.names
         columns = [name for name in (C.ID, C.TEXT, C.LANG, C.PARENT_ID) if name in names]
         if C.ID not in columns or C.TEXT not in columns:
             raise ConfigError(f"dedup.index: {source!r} has no {C.ID!r} and {C.TEXT!r} columns")
         # A split document's chunks are all in the file its shard wrote, so one file at a time.
-        table = documents(pq.read_table(source, columns=columns))
-        path = os.path.join(summaries_folder, f"{number:06d}.parquet")
-        with pq.ParquetWriter(path + ".tmp", SUMMARY_SCHEMA) as writer:
+        table = documents(read_parquet(source, columns=columns))
+        path = posixpath.join(summaries_folder, f"{number:06d}.parquet")
+        with atomic_output(path) as sink, pq.ParquetWriter(sink, SUMMARY_SCHEMA) as writer:
             for start in range(0, table.num_rows, batch_rows):
                 writer.write_table(sketch.summarize(table.slice(start, batch_rows)))
-        os.replace(path + ".tmp", path)
         written.append(path)
         number += 1
     return written

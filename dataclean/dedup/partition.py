@@ -14,13 +14,14 @@ task holds its partition (16 B x all pairs / partitions) plus a sort permutation
 
 from __future__ import annotations
 
-import os
+import posixpath
 import resource
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from dataclean.io.files import atomic_output, open_input, read_parquet, save_array
 
 PAIR_SCHEMA = pa.schema([pa.field("key", pa.uint64()), pa.field("node", pa.int64())])
 
@@ -72,18 +73,16 @@ def write_partitioned(path: str, table: pa.Table, partition: np.ndarray, partiti
     ordered = pa.RecordBatch.from_arrays(
         [column.combine_chunks() for column in taken.columns], schema=table.schema
     )
-    temporary = path + ".tmp"
-    with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with atomic_output(path) as sink, pa.ipc.new_file(sink, table.schema) as writer:
         for p in range(partitions):
             writer.write_batch(ordered.slice(bounds[p], bounds[p + 1] - bounds[p]))
-    os.replace(temporary, path)
 
 
 def read_partition(paths: list[str], partition: int, schema: pa.Schema) -> pa.Table:
     """Record batch `partition` of every partitioned file, as one table."""
     batches = []
     for path in paths:
-        with pa.memory_map(path) as source:
+        with open_input(path) as source:
             batches.append(pa.ipc.open_file(source).get_batch(partition))
     if not batches:
         return schema.empty_table()
@@ -98,10 +97,10 @@ class PartitionKeys:
     partitions: int
 
     def path(self, index: int) -> str:
-        return os.path.join(self.folder, f"{index:06d}.arrow")
+        return posixpath.join(self.folder, f"{index:06d}.arrow")
 
     def __call__(self, source: SourceFile) -> tuple[int, int]:
-        column = pq.read_table(source.path, columns=["keys"]).column("keys")
+        column = read_parquet(source.path, columns=["keys"]).column("keys")
         keys, offsets = flat_lists(column)
         keys = keys.astype(np.uint64, copy=False)
         nodes = np.repeat(np.arange(source.offset, source.offset + source.rows), np.diff(offsets))
@@ -124,8 +123,8 @@ class ReduceEdges:
         nodes = table.column("node").to_numpy()
         del table
         edges = star_edges(keys, nodes)
-        path = os.path.join(self.folder, f"{partition:05d}.npy")
-        np.save(path, edges)
+        path = posixpath.join(self.folder, f"{partition:05d}.npy")
+        save_array(path, edges)
         return path, len(edges), peak_memory_bytes()
 
 

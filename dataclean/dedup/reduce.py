@@ -15,8 +15,7 @@ larger. Partition counts are chosen so a partition is about `PARTITION_BYTES`.
 from __future__ import annotations
 
 import math
-import os
-import shutil
+import posixpath
 import time
 import uuid
 from collections.abc import Sequence
@@ -33,39 +32,40 @@ from dataclean.dedup.partition import (
     peak_memory_bytes,
 )
 from dataclean.dedup.verify import ClusterCandidates, GatherCandidates
+from dataclean.io.files import fresh_folder, load_array, make_dirs, parquet_metadata, remove_tree, save_array
 from dataclean.stage import Executor
 
 PARTITION_BYTES = 64 << 20
-
-
-def _fresh(folder: str) -> str:
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    return folder
 
 
 def _partitions(total_bytes: float, workers: int) -> int:
     return max(2 * max(workers, 1), math.ceil(total_bytes / PARTITION_BYTES))
 
 
-def source_files(summaries: Sequence[str], earlier: Sequence[str] = ()) -> list[SourceFile]:
-    """Number every summary row densely: earlier-output files first, then this run's shards."""
+def source_files(
+    summaries: Sequence[str], earlier: Sequence[str] = ()
+) -> tuple[list[SourceFile], dict[str, pq.FileMetaData]]:
+    """Number every summary row densely: earlier-output files first, then this run's shards.
+
+    Also returns each file's Parquet footer (read once: on an object store each read is a request).
+    """
     files = []
+    footers = {}
     offset = 0
     for index, (path, is_earlier) in enumerate(
         [(path, True) for path in earlier] + [(path, False) for path in summaries]
     ):
-        metadata = pq.ParquetFile(path).metadata
+        footers[path] = metadata = parquet_metadata(path)
         files.append(SourceFile(index, path, offset, metadata.num_rows, is_earlier))
         offset += metadata.num_rows
-    return files
+    return files, footers
 
 
-def _row_bytes(files: Sequence[SourceFile], columns: set[str]) -> float:
+def _row_bytes(files: Sequence[SourceFile], footers: dict[str, pq.FileMetaData], columns: set[str]) -> float:
     """Average uncompressed bytes per row of some summary columns (from Parquet footers)."""
     total = rows = 0
     for source in files:
-        metadata = pq.ParquetFile(source.path).metadata
+        metadata = footers[source.path]
         rows += metadata.num_rows
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
@@ -85,13 +85,15 @@ def _connect(
     """
     components = Components(nodes)
     edge_count = 0
+    merged: set[int] = set()
 
-    def merge(_: int, result: tuple[str, int, int]) -> None:
+    def merge(index: int, result: tuple[str, int, int]) -> None:
         nonlocal edge_count
         path, count, _peak = result
-        if os.path.exists(path):  # merged once, whether or not the executor calls on_result
-            components.add(np.load(path))
-            os.remove(path)
+        if index not in merged:  # merged once, whether or not the executor calls on_result
+            merged.add(index)
+            if count:
+                components.add(load_array(path))
             edge_count += count
 
     results = executor.map(reducer, range(partitions), on_result=merge, light=True)
@@ -123,49 +125,51 @@ def find_duplicates(
         seconds[name] = round(now - started, 3)
         started = now
 
-    files = [source for source in source_files(summaries, earlier) if source.rows > 0]
+    all_files, footers = source_files(summaries, earlier)
+    files = [source for source in all_files if source.rows > 0]
     nodes = sum(source.rows for source in files)
     workers = getattr(executor, "workers", 1)
 
-    pairs_folder = _fresh(os.path.join(scratch, "pairs"))
-    key_partitions = _partitions(nodes * _row_bytes(files, {"keys"}) * 2, workers)
+    pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
+    key_partitions = _partitions(nodes * _row_bytes(files, footers, {"keys"}) * 2, workers)
     mapper = PartitionKeys(pairs_folder, key_partitions)
     results = executor.map(mapper, files, light=True)
     pairs = sum(count for count, _ in results)
     worker_peak = max([worker_peak, *(peak for _, peak in results)])
     lap("partition")
 
-    edges_folder = _fresh(os.path.join(scratch, "edges"))
+    edges_folder = fresh_folder(posixpath.join(scratch, "edges"))
     reducer = ReduceEdges(tuple(mapper.path(source.index) for source in files), edges_folder)
     labels, edge_count, peak = _connect(executor, reducer, key_partitions, nodes)
     worker_peak = max(worker_peak, peak)
-    shutil.rmtree(pairs_folder, ignore_errors=True)
+    remove_tree(pairs_folder)
+    remove_tree(edges_folder)
     lap("edges")
 
-    labels_folder = _fresh(os.path.join(scratch, "labels"))
+    labels_folder = fresh_folder(posixpath.join(scratch, "labels"))
     gather_sources = []
     candidates = 0
     for source in files:
         part = labels[source.offset : source.offset + source.rows]
         count = int(np.count_nonzero(part >= 0))
         if count:
-            np.save(os.path.join(labels_folder, f"{source.index:06d}.npy"), part)
+            save_array(posixpath.join(labels_folder, f"{source.index:06d}.npy"), part)
             gather_sources.append(source)
             candidates += count
     del labels
     lap("components")
 
-    candidates_folder = _fresh(os.path.join(scratch, "candidates"))
+    candidates_folder = fresh_folder(posixpath.join(scratch, "candidates"))
     # A new folder name per fit: workers cache decisions by folder, and a later fit in the same
     # processes (a rerun into the same output) must not find the earlier ones.
-    decisions_folder = os.path.join(_fresh(os.path.join(scratch, "decisions")), uuid.uuid4().hex)
-    os.makedirs(decisions_folder)
-    row_bytes = _row_bytes(gather_sources, {"id", "exact", "keys", "priority", "sketch"})
+    decisions_folder = posixpath.join(fresh_folder(posixpath.join(scratch, "decisions")), uuid.uuid4().hex)
+    make_dirs(decisions_folder)
+    row_bytes = _row_bytes(gather_sources, footers, {"id", "exact", "keys", "priority", "sketch"})
     cluster_partitions = _partitions(candidates * row_bytes * 2, workers)
     gatherer = GatherCandidates(labels_folder, candidates_folder, cluster_partitions)
     results = executor.map(gatherer, gather_sources, light=True)
     worker_peak = max([worker_peak, *(peak for _, peak in results)])
-    shutil.rmtree(labels_folder, ignore_errors=True)
+    remove_tree(labels_folder)
     lap("gather")
 
     clusterer = ClusterCandidates(
@@ -183,7 +187,7 @@ def find_duplicates(
             worker_peak = max(worker_peak, peak)
             for name, value in partition_counts.items():
                 counts[name] = counts.get(name, 0) + value
-    shutil.rmtree(candidates_folder, ignore_errors=True)
+    remove_tree(candidates_folder)
     lap("cluster")
 
     stats = {

@@ -29,6 +29,7 @@ from dataclean.dedup.hashing import xxh64_ranges
 from dataclean.dedup.minhash import band_keys, signatures
 from dataclean.dedup.shingles import DEFAULT_FOLD, Normalized
 from dataclean.errors import ConfigError
+from dataclean.io.files import parquet_metadata
 
 SUMMARY_SCHEMA = pa.schema(
     [
@@ -144,6 +145,4 @@ def keep_rule_is_valid(keep: str) -> bool:
 
 def rows_of(files: Sequence[str]) -> list[int]:
     """Row counts of Parquet files from their footers (no data read)."""
-    import pyarrow.parquet as pq
-
-    return [pq.ParquetFile(path).metadata.num_rows for path in files]
+    return [parquet_metadata(path).num_rows for path in files]

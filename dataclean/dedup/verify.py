@@ -25,14 +25,13 @@ their sketches (cluster). Candidates are usually a small part of the corpus.
 
 from __future__ import annotations
 
-import os
+import posixpath
 from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from numba import types
 from numba.typed import Dict
 
@@ -44,6 +43,7 @@ from dataclean.dedup.partition import (
     write_partitioned,
 )
 from dataclean.dedup.summary import SUMMARY_SCHEMA
+from dataclean.io.files import load_array, read_parquet, write_parquet
 
 CANDIDATE_SCHEMA = pa.schema(
     [
@@ -75,12 +75,12 @@ class GatherCandidates:
     partitions: int
 
     def path(self, index: int) -> str:
-        return os.path.join(self.folder, f"{index:06d}.arrow")
+        return posixpath.join(self.folder, f"{index:06d}.arrow")
 
     def __call__(self, source: SourceFile) -> tuple[int, int]:
-        labels = np.load(os.path.join(self.labels_folder, f"{source.index:06d}.npy"))
+        labels = load_array(posixpath.join(self.labels_folder, f"{source.index:06d}.npy"))
         rows = np.flatnonzero(labels >= 0)
-        summary = pq.read_table(source.path, schema=SUMMARY_SCHEMA).take(pa.array(rows))
+        summary = read_parquet(source.path, schema=SUMMARY_SCHEMA).take(pa.array(rows))
         roots = labels[rows]
         priority = summary.column("priority")
         if source.earlier:
@@ -145,9 +145,7 @@ class ClusterCandidates:
             },
             schema=DECISION_SCHEMA,
         )
-        path = os.path.join(self.folder, f"{partition:05d}.parquet")
-        pq.write_table(decisions, path + ".tmp")
-        os.replace(path + ".tmp", path)
+        write_parquet(posixpath.join(self.folder, f"{partition:05d}.parquet"), decisions)
         counts = {name: int(np.sum(kind[decided] == k)) for k, name in KIND_NAMES.items()}
         counts["candidates"] = table.num_rows
         return counts, peak_memory_bytes()

@@ -18,6 +18,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dataclean.io.files import atomic_output, list_files, make_dirs
+from dataclean.io.files import exists as exists  # re-exported: callers import it from here
+from dataclean.io.files import remove_tree as remove_tree  # re-exported
 from dataclean.io.shards import filesystem
 
 
@@ -103,13 +106,9 @@ class PartWriter:
 
 def write_json(uri: str, value: Any) -> None:
     """Write JSON atomically (temporary name, then rename)."""
-    fs, path = filesystem(uri)
-    folder, name = posixpath.split(path)
-    fs.create_dir(folder, recursive=True)
-    temp = posixpath.join(folder, f".{name}.tmp")
-    with fs.open_output_stream(temp) as sink:
+    make_dirs(posixpath.dirname(uri))
+    with atomic_output(uri) as sink:
         sink.write(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False).encode())
-    fs.move(temp, path)
 
 
 def read_json(uri: str) -> Any:
@@ -119,28 +118,9 @@ def read_json(uri: str) -> Any:
         return json.loads(source.read().decode())
 
 
-def exists(uri: str) -> bool:
-    fs, path = filesystem(uri)
-    from pyarrow.fs import FileType
-
-    return bool(fs.get_file_info(path).type != FileType.NotFound)
-
-
 def parquet_files(folder: str, prefix: str = "") -> list[str]:
     """Final (non-hidden) Parquet files in a folder whose names start with `prefix`, sorted."""
-    from pyarrow.fs import FileSelector, FileType
-
-    fs, path = filesystem(folder)
-    infos = fs.get_file_info(FileSelector(path, allow_not_found=True))
-    names = sorted(
-        posixpath.basename(i.path)
-        for i in infos
-        if i.type == FileType.File
-        and i.path.endswith(".parquet")
-        and posixpath.basename(i.path).startswith(prefix)
-        and not posixpath.basename(i.path).startswith(".")
-    )
-    return [posixpath.join(folder, name) for name in names]
+    return list_files(folder, ".parquet", prefix)
 
 
 def read_parquet_batches(uri: str, batch_rows: int) -> Iterator[pa.Table]:
@@ -149,11 +129,3 @@ def read_parquet_batches(uri: str, batch_rows: int) -> Iterator[pa.Table]:
     with fs.open_input_file(path) as source:
         for batch in pq.ParquetFile(source).iter_batches(batch_size=batch_rows):
             yield pa.Table.from_batches([batch])
-
-
-def remove_tree(uri: str) -> None:
-    fs, path = filesystem(uri)
-    from pyarrow.fs import FileType
-
-    if fs.get_file_info(path).type == FileType.Directory:
-        fs.delete_dir(path)

@@ -18,7 +18,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from dataclean.io.shards import filesystem
+from dataclean.io.files import atomic_output
 from dataclean.report import charts
 from dataclean.report.collect import RunReport, build_report
 from dataclean.report.compare import Comparison, Moved
@@ -349,10 +349,6 @@ def write_report(out_dir: str, compare_to: str | None = None) -> str:
     """Write `out_dir/report.html` (atomically) for a finished run; returns its path."""
     page = render(build_report(out_dir, compare_to))
     target = posixpath.join(out_dir.rstrip("/"), REPORT_NAME)
-    fs, path = filesystem(target)
-    folder, name = posixpath.split(path)
-    temp = posixpath.join(folder, f".{name}.tmp")
-    with fs.open_output_stream(temp) as sink:
+    with atomic_output(target) as sink:
         sink.write(page.encode("utf-8"))
-    fs.move(temp, path)
     return target

@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
@@ -30,6 +29,7 @@ from dataclean.feedback import schema as S
 from dataclean.feedback.neardup import NearDuplicateIndex
 from dataclean.feedback.quarantine import read_list
 from dataclean.ids import text_hashes
+from dataclean.io.files import open_input, read_parquet
 from dataclean.stage import FitContext, GlobalStage, with_drops
 
 
@@ -68,7 +68,7 @@ class DropQuarantined(GlobalStage):
         params = super().params()
         if self.path is not None:
             digest = hashlib.sha256()
-            with open(self.path, "rb") as handle:
+            with open_input(self.path) as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
             params["list_sha256"] = digest.hexdigest()[:16]
@@ -114,7 +114,7 @@ class DropQuarantined(GlobalStage):
     def fit(self, context: FitContext) -> None:
         """Index every quarantined text (from the list and from this run) for MinHash queries."""
         for summary in context.summaries:
-            for row in pq.read_table(summary).to_pylist():
+            for row in read_parquet(summary).to_pylist():
                 self._texts.setdefault(row["entry"], row[C.TEXT])
         self.build_index()
 
