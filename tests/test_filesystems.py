@@ -7,6 +7,7 @@ on Ray. The S3 test runs against moto's S3 server in this process (skipped witho
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import threading
 from collections.abc import Callable, Iterator
@@ -121,6 +122,20 @@ def test_dedup_index_on_a_uri(tmp_path: Path) -> None:
     ]
 
 
+def test_hugging_face_datasets_are_exported_to_a_uri_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    datasets = pytest.importorskip("datasets")
+    from dataclean.stages.clean import CleanText
+
+    monkeypatch.chdir(tmp_path)
+    dataset = datasets.Dataset.from_dict({C.ID: ["a", "b"], C.TEXT: ["Hello there, world.", "Another line."]})
+    out = f"file://{tmp_path}/out"
+    stats = run_pipeline([datasets.DatasetDict({"train": dataset})], out, [CleanText()], LocalExecutor())
+    assert stats["totals"]["kept"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_file_helpers_round_trip(tmp_path: Path) -> None:
     folder = files.fresh_folder(f"file://{tmp_path}/a/b")
     array = np.arange(12, dtype=np.int64).reshape(6, 2)
@@ -169,6 +184,7 @@ def s3_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
+    monkeypatch.setattr(logging.getLogger("werkzeug"), "level", logging.WARNING)  # one line per request
     app = _complete_multipart_fixed(DomainDispatcherApplication(create_backend_app))
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

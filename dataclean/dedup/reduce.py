@@ -1,11 +1,14 @@
 """The distributed reduce behind `DropDuplicates.fit`: summaries in, decision files out.
 
 Steps (each map runs on the executor; only the union-find runs on the driver):
-1. `PartitionKeys` per summary file: (key, node) pairs into hash partitions on disk.
+1. `PartitionKeys` per summary file: (key, node) pairs into a hash-partitioned file.
 2. `ReduceEdges` per partition: star edges; the driver merges them into a union-find as each
    partition finishes (`Components`), then writes each file's component labels.
 3. `GatherCandidates` per summary file with candidates: their rows, partitioned by component.
 4. `ClusterCandidates` per partition: exact and verified near decisions, saved as Parquet.
+
+Intermediate files go to the scratch folder, a path or URI on any filesystem pyarrow supports
+(`dataclean.io.files`), so the driver and the workers need no shared local disk.
 
 Memory bounds: the driver holds 9 bytes per summary row (union-find and labels) plus one
 partition's edges; a worker holds one summary file's columns or one partition, whichever is

@@ -11,6 +11,7 @@ import posixpath
 from typing import Any
 
 from dataclean.errors import InputError
+from dataclean.io.files import atomic_output, exists, make_dirs
 
 HF_PREFIX = "hf:"
 
@@ -42,17 +43,18 @@ def load(spec: str) -> Any:
 
 
 def export(value: Any, folder: str, name: str) -> list[str]:
-    """Write a Dataset (one file) or DatasetDict (one file per split) to Parquet in `folder`."""
-    os.makedirs(folder, exist_ok=True)
+    """Write a Dataset (one file) or DatasetDict (one file per split) to Parquet in `folder`.
+
+    `folder` may be on any filesystem (it is under the run's output folder).
+    """
     splits = value.items() if hasattr(value, "keys") else [(name, value)]
     paths = []
     for split, dataset in splits:
         path = posixpath.join(folder, name if split == name else posixpath.join(name, split))
         path += ".parquet"
-        if not os.path.exists(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            temp = path + ".tmp"
-            dataset.to_parquet(temp)
-            os.replace(temp, path)
+        if not exists(path):
+            make_dirs(posixpath.dirname(path))
+            with atomic_output(path) as sink:
+                dataset.to_parquet(sink)
         paths.append(path)
     return paths
