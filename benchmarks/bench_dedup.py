@@ -225,8 +225,8 @@ class RayExecutor:
         self.workers = workers
         self.task = ray.remote(num_cpus=1)(_call)
 
-    def map(self, fn: Any, items: Any, on_result: Any = None) -> list[Any]:
-        function = self.ray.put(fn)
+    def map(self, fn: Any, items: Any, on_result: Any = None, light: bool = False) -> list[Any]:
+        function = self.ray.put(fn)  # plain tasks already: `light` changes nothing here
         pending = {self.task.remote(function, item): index for index, item in enumerate(items)}
         results: list[Any] = [None] * len(pending)
         while pending:

@@ -8,8 +8,9 @@ driver and the workers beyond the folder the user gave.
 
 Files appear under their final name only when complete (`atomic_output`): written under a hidden
 temporary name in the same folder, then moved. A move is a rename on local disks and HDFS and a
-server-side copy on object stores, where a finished object is whole either way. Local files are
-memory-mapped for reading, so scratch files on a local disk cost what plain `open` did.
+server-side copy on object stores; it is needed there too, because closing an S3 stream completes
+the upload even after an error, which would leave a partial object under the final name. Local
+files are memory-mapped for reading, so scratch files on a local disk cost what `open` did.
 """
 
 from __future__ import annotations
