@@ -226,7 +226,7 @@ class RayExecutor:
         self.task = ray.remote(num_cpus=1)(_call)
 
     def map(self, fn: Any, items: Any, on_result: Any = None, light: bool = False) -> list[Any]:
-        function = self.ray.put(fn)  # plain tasks already: `light` changes nothing here
+        function = self.ray.put(fn)
         pending = {self.task.remote(function, item): index for index, item in enumerate(items)}
         results: list[Any] = [None] * len(pending)
         while pending:
