@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,24 +33,57 @@ SPACE = ord(" ")
 _CAPITAL_SIGMA = 0x3A3
 
 
-@functools.cache
-def normalization_table() -> tuple[np.ndarray, np.ndarray]:
-    """(index, pool) for `normalize_text` followed by whitespace collapsing (module docstring)."""
+@dataclass(frozen=True)
+class CharTable:
+    """A per-code-point rewrite (module docstring) and its largest growth in code points per byte."""
+
+    index: np.ndarray
+    pool: np.ndarray
+    expansion: int
+
+
+def _every_character() -> tuple[np.ndarray, str]:
+    """All code points but surrogates and "\n", and a string of them each followed by "\n"."""
     codes = np.arange(sys.maxunicode + 1, dtype=np.uint32)
     surrogate = (codes >= 0xD800) & (codes <= 0xDFFF)  # never in valid UTF-8, so never looked up
     codes = codes[(codes != NEWLINE) & ~surrogate]
-    # Normalize every character in one call, each followed by "\n": NFD never reorders across a
-    # "\n" (combining class 0) and "\n" itself maps to itself.
     interleaved = np.empty(2 * len(codes), np.uint32)
     interleaved[0::2] = codes
     interleaved[1::2] = NEWLINE
-    every_char = interleaved.tobytes().decode("utf-32-le")
+    return codes, interleaved.tobytes().decode("utf-32-le")
+
+
+@functools.cache
+def whitespace_codes() -> np.ndarray:
+    """The code points `str.split()` splits at, but "\n"."""
+    _, every_char = _every_character()
+    return np.array(sorted(ord(c) for c in set(re.findall(r"\s", every_char)) if c != "\n"), np.int32)
+
+
+def _utf8_lengths(codes: np.ndarray) -> np.ndarray:
+    return 1 + (codes >= 0x80).astype(np.int64) + (codes >= 0x800) + (codes >= 0x10000)
+
+
+@functools.cache
+def whitespace_table() -> CharTable:
+    """Only whitespace to spaces: for text that `normalize_text` normalized already."""
+    index = np.full(sys.maxunicode + 1, IDENTITY, np.int32)
+    index[whitespace_codes()] = 1
+    index[0xD800:0xE000] = UNSAFE
+    return CharTable(index, np.array([0, 1, SPACE], np.int32), 1)
+
+
+@functools.cache
+def normalization_table() -> CharTable:
+    """`normalize_text` followed by whitespace collapsing, as a table (module docstring)."""
+    codes, every_char = _every_character()
+    # Normalize every character in one call, each followed by "\n": NFD never reorders across a
+    # "\n" (combining class 0) and "\n" itself maps to itself.
     normalized = np.frombuffer(normalize_text(every_char).encode("utf-32-le"), np.uint32).copy()
     ends = np.flatnonzero(normalized == NEWLINE)
     assert len(ends) == len(codes), "normalization created or removed a line break"
     starts = np.concatenate(([0], ends[:-1] + 1))
-    spaces = np.array([ord(c) for c in set(re.findall(r"\s", every_char)) if c != "\n"], np.uint32)
-    normalized[np.isin(normalized, spaces)] = SPACE
+    normalized[np.isin(normalized, whitespace_codes())] = SPACE
     single = normalized[np.minimum(starts, len(normalized) - 1)]
     identity = (ends - starts == 1) & (single == codes)
     kept = np.concatenate(([0], np.cumsum(np.isin(normalized, list(kept_combining())))))
@@ -68,4 +102,5 @@ def normalization_table() -> tuple[np.ndarray, np.ndarray]:
     segment = np.repeat(np.arange(len(lengths)), lengths)
     within = np.arange(len(segment)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     pool[positions[segment] + 1 + within] = normalized[starts[replaced][segment] + within]
-    return index, pool
+    expansion = np.max(lengths / _utf8_lengths(codes[replaced]), initial=1.0)
+    return CharTable(index, pool, int(np.ceil(expansion)))

@@ -39,6 +39,7 @@ _REQUIRED = {
     (_NORMALIZER_SPEC, _REMOVE_EXTRA_WHITESPACES): (1, 0),
     (_NORMALIZER_SPEC, _ESCAPE_WHITESPACES): (1, 1),
 }
+WORD_START = "▁"  # SentencePiece's whitespace symbol
 # SentencePiece gives a character no piece covers this much less than the lowest piece score.
 UNKNOWN_PENALTY = 10.0
 
@@ -111,6 +112,8 @@ def read_unigram(model_proto: bytes) -> UnigramTables | None:
         for i in range(size)
         if not special[i] and not processor.is_unused(i)
     }
+    if WORD_START not in pieces:
+        return None  # words are searched one by one only if "▁" alone is a piece (compiled.py)
     chars = sorted({c for piece in pieces for c in piece})
     char_ids = np.zeros(ord(chars[-1]) + 1, np.int32)
     char_ids[[ord(c) for c in chars]] = np.arange(1, len(chars) + 1)
