@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import sentencepiece as spm
 
@@ -145,9 +146,29 @@ def read_unigram(model_proto: bytes) -> UnigramTables | None:
 
 
 def slot(key: int, mask: int) -> int:
-    """The first slot a key probes (the same arithmetic as the compiled lookup)."""
+    """The first slot an edge key probes (the same arithmetic as `child`)."""
     mixed = (key * 0x9E3779B1) & 0x7FFFFFFFFFFFFFFF
     return (mixed ^ (mixed >> 29)) & mask
+
+
+@numba.njit(cache=True)
+def child(node, char_id, width, root_children, edge_keys, edge_nodes):  # type: ignore[no-untyped-def]
+    """The trie node one character (`char_id`) below `node`, or -1."""
+    if char_id == 0:
+        return -1
+    if node == 0:
+        return root_children[char_id]
+    key = node * width + char_id
+    mask = len(edge_keys) - 1
+    mixed = (key * 0x9E3779B1) & 0x7FFFFFFFFFFFFFFF
+    position = (mixed ^ (mixed >> 29)) & mask
+    while True:
+        found = edge_keys[position]
+        if found == key:
+            return edge_nodes[position]
+        if found == -1:
+            return -1
+        position = (position + 1) & mask
 
 
 def _hash_table(edges: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
