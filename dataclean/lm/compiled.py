@@ -56,6 +56,10 @@ from dataclean.lm.wordcache import (
 )
 
 WORD_START = 0x2581  # "▁"
+# SentencePiece >= 0.2.2 rebases a line's running score to 0 whenever, at a search position, it is
+# beyond +-1e5 (about 15,000 pieces into a line), subtracting it from every score already reached
+# ahead (unigram_model.cc, kScoreResetThreshold). We do the same, so long lines match too.
+RESET = np.float32(100000.0)
 # Code points normalized per call of `_normalize` (more when one text needs more).
 CHUNK = 1 << 16
 
@@ -145,9 +149,13 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
         if line_pieces > 0:
             out[used] = SPACE
             used += 1
+        if line_score < -RESET or line_score > RESET:
+            line_score = np.float32(0.0)  # SentencePiece rebases the running score (see RESET)
+        # A word is cached, and a cached word reused, only where no rebase can happen inside it.
+        cacheable = n <= MAX_CACHED_WORD and abs(line_score) + (n + 1) * magnitude < RESET
         bound = rounding(n, line_score, magnitude)
         entry, slot, h = -1, -1, np.int64(0)
-        if n <= MAX_CACHED_WORD:
+        if cacheable:
             h = word_hash(codes, start, n)
             entry, slot = find(slots, entries, keys, h, codes, start, n)
         if entry >= 0 and margins[entry] > bound:  # cached, and safe to reuse here
@@ -161,8 +169,14 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
             # SentencePiece's search over the word, from the line's score.
             starts[: n + 1] = -1
             best[0] = line_score
+            frontier = 0  # the furthest end a candidate has reached
             for begin in range(n):
                 here = best[begin]
+                if here < -RESET or here > RESET:
+                    for i in range(begin, frontier + 1):
+                        if i == begin or starts[i] != -1:
+                            best[i] = best[i] - here
+                    here = np.float32(0.0)
                 node = 0
                 single = False
                 for end in range(begin, n):
@@ -171,11 +185,13 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
                         break
                     piece = node_pieces[node]
                     if piece >= 0:
+                        frontier = max(frontier, end + 1)
                         score = scores[piece] + here
                         if starts[end + 1] == -1 or score > best[end + 1]:
                             best[end + 1], starts[end + 1], pieces[end + 1] = score, begin, piece
                         single = single or end == begin
                 if not single:
+                    frontier = max(frontier, begin + 1)
                     score = unknown + here
                     if starts[begin + 1] == -1 or score > best[begin + 1]:
                         best[begin + 1], starts[begin + 1], pieces[begin + 1] = score, begin, -1
@@ -221,7 +237,7 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
                         used += 4
             line_score = best[n]
             line_pieces += count
-            if n <= MAX_CACHED_WORD and entry < 0:
+            if cacheable and entry < 0:
                 lead = margin(ids, start, n, best64, second64, trie, scores, unknown)
                 lead = lead if lead > bound else -1.0  # else this search may not be the lead's
                 insert(cache, slot, h, codes, start, n, out, word_used, used, path_scores, length, count, lead)

@@ -91,19 +91,27 @@ def find(slots, entries, keys, h, codes, start, n):  # type: ignore[no-untyped-d
 
 
 @numba.njit(cache=True)
+def _fits(cache, n, size, length):  # type: ignore[no-untyped-def]
+    slots, entries, _, keys, outputs, paths, state = cache
+    return (
+        state[_ENTRIES_USED] + 1 <= len(entries)
+        and 2 * (state[_ENTRIES_USED] + 1) <= len(slots)
+        and state[_KEYS_USED] + n <= len(keys)
+        and state[_OUTS_USED] + size <= len(outputs)
+        and state[_PATHS_USED] + length <= len(paths)
+    )
+
+
+@numba.njit(cache=True)
 def insert(cache, slot, h, codes, start, n, out, out_start, out_stop, path_scores, length, count, margin):  # type: ignore[no-untyped-def]
     """Store a word (codes[start:start + n]) whose pieces were written at out[out_start:out_stop]."""
     slots, entries, margins, keys, outputs, paths, state = cache
     size = out_stop - out_start
-    if (
-        state[_ENTRIES_USED] + 1 > len(entries)
-        or 2 * (state[_ENTRIES_USED] + 1) > len(slots)
-        or state[_KEYS_USED] + n > len(keys)
-        or state[_OUTS_USED] + size > len(outputs)
-        or state[_PATHS_USED] + length > len(paths)
-    ):
+    if not _fits(cache, n, size, length):
         slots[:] = -1  # full: start over
         state[:] = 0
+        if not _fits(cache, n, size, length):
+            return  # larger than the whole cache
         _, slot = find(slots, entries, keys, h, codes, start, n)
     entry = state[_ENTRIES_USED]
     key, output, path = state[_KEYS_USED], state[_OUTS_USED], state[_PATHS_USED]
