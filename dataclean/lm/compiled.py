@@ -76,6 +76,8 @@ def _decode_utf8(data, position, stop):  # type: ignore[no-untyped-def]
     code = np.int64(lead & (0x7F >> size))
     for i in range(1, size):
         code = (code << 6) | (data[position + i] & 0x3F)
+    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+        code = np.int64(0xFFFD)
     return code, position + size
 
 
@@ -169,11 +171,10 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
             # SentencePiece's search over the word, from the line's score.
             starts[: n + 1] = -1
             best[0] = line_score
-            frontier = 0  # the furthest end a candidate has reached
             for begin in range(n):
                 here = best[begin]
-                if here < -RESET or here > RESET:
-                    for i in range(begin, frontier + 1):
+                if here < -RESET or here > RESET:  # rebase all scores reached so far (RESET)
+                    for i in range(begin, n + 1):
                         if i == begin or starts[i] != -1:
                             best[i] = best[i] - here
                     here = np.float32(0.0)
@@ -185,13 +186,11 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
                         break
                     piece = node_pieces[node]
                     if piece >= 0:
-                        frontier = max(frontier, end + 1)
                         score = scores[piece] + here
                         if starts[end + 1] == -1 or score > best[end + 1]:
                             best[end + 1], starts[end + 1], pieces[end + 1] = score, begin, piece
                         single = single or end == begin
                 if not single:
-                    frontier = max(frontier, begin + 1)
                     score = unknown + here
                     if starts[begin + 1] == -1 or score > best[begin + 1]:
                         best[begin + 1], starts[begin + 1], pieces[begin + 1] = score, begin, -1
@@ -314,7 +313,7 @@ class Tokenized:
 def text_buffers(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """(UTF-8 bytes, int64 offsets of each text in them) of a string array; nulls are ""."""
     array = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
-    if not pa.types.is_string(array.type):
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
         array = array.cast(pa.large_string())
     if array.null_count:
         array = array.fill_null("")
@@ -349,7 +348,7 @@ class CompiledTokenizer:
         rows = np.flatnonzero(unsafe)
         if len(rows) == 0:
             return tokenized
-        normalized = [normalize_text(t) for t in pa.array(texts).take(rows).fill_null("").to_pylist()]
+        normalized = [normalize_text(t or "") for t in texts.take(pa.array(rows)).to_pylist()]
         again, _ = self._run(pa.array(normalized, pa.string()), whitespace_table())
         order = np.argsort(np.concatenate((tokenized.texts, rows[again.texts])), kind="stable")
         lines = tokenized.lines + again.lines
