@@ -104,7 +104,7 @@ class ScorePerplexity(Stage):
         assert self._loaded is not None
         if C.LANG not in table.column_names:
             table = table.append_column(C.LANG, detect_langs(table.column(C.TEXT)))
-        langs = np.asarray(table.column(C.LANG).fill_null("").to_numpy(zero_copy_only=False))
+        langs = table.column(C.LANG)
         texts = table.column(C.TEXT)
         ppl = np.full(table.num_rows, np.nan)
         todo = np.ones(table.num_rows, dtype=bool)
@@ -114,7 +114,8 @@ class ScorePerplexity(Stage):
             ppl = previous.fill_null(np.nan).to_numpy(zero_copy_only=False).copy()
             todo = np.ones_like(todo) if self.rescore else np.isnan(ppl)
         for lang, model in self._loaded.items():
-            rows = np.flatnonzero(todo & (langs == lang))
+            is_lang = pc.equal(langs, lang).fill_null(False)
+            rows = np.flatnonzero(todo & is_lang.to_numpy(zero_copy_only=False))
             if len(rows) == table.num_rows:
                 ppl[:] = model.score_array(texts).perplexity(self.min_tokens)
             elif len(rows):
