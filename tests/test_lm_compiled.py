@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import unicodedata
@@ -136,3 +137,17 @@ def test_models_the_compiled_tokenizer_does_not_reproduce_fall_back_to_sentencep
     assert compile_tokenizer(byte_fallback) is None
     bundled = load_model("en").directory / "tokenizer.model"
     assert is_supported(bundled.read_bytes())
+    # User-defined symbols score by length in SentencePiece: not reproduced, so not read.
+    with_symbols = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([" hello world, foo bar <x>"] * 50),
+        model_writer=with_symbols,
+        vocab_size=30,
+        user_defined_symbols=["<x>"],
+        normalization_rule_name="identity",
+        add_dummy_prefix=False,
+        remove_extra_whitespaces=False,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    assert not is_supported(with_symbols.getvalue())

@@ -239,7 +239,9 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
             if cacheable and entry < 0:
                 lead = margin(ids, start, n, best64, second64, trie, scores, unknown)
                 lead = lead if lead > bound else -1.0  # else this search may not be the lead's
-                insert(cache, slot, h, codes, start, n, out, word_used, used, path_scores, length, count, lead)
+                insert(
+                    cache, slot, h, codes, start, n, out, word_used, used, path_scores, length, count, lead
+                )
         if ends[1, w] >= 0:  # the line ends
             out[used] = NEWLINE
             used += 1
@@ -286,7 +288,9 @@ def _tokenize(data, offsets, index, pool, expansion, tables, cache):  # type: ig
         most = expansion * (offsets[row + 1] - offsets[row]) + 2
         if most > len(codes):
             codes, ids, ends, work = _work(2 * most)
-        row, n_words = _normalize(data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe)
+        row, n_words = _normalize(
+            data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe
+        )
         # Room for the worst case: every character a one-character word.
         n_codes = ends[0, n_words - 1] if n_words > 0 else 0
         if used + 9 * n_codes + 1 > len(out):
@@ -393,6 +397,8 @@ def _count_words(data, offsets, index, pool, expansion):  # type: ignore[no-unty
         most = expansion * (offsets[row + 1] - offsets[row]) + 2
         if most > len(codes):
             codes, ids, ends, _ = _work(2 * most)
-        row, n_words = _normalize(data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe)
+        row, n_words = _normalize(
+            data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe
+        )
         words += n_words
     return words

@@ -1,4 +1,4 @@
-"""A SentencePiece unigram model as flat arrays, for the compiled segmenter (`dataclean.lm.compiled`).
+"""A SentencePiece unigram model as flat arrays, for the compiled tokenizer (`dataclean.lm.compiled`).
 
 SentencePiece segments a normalized line by Viterbi search over its vocabulary: the best-scoring
 sequence of pieces, where a piece scores its log probability and a character no single-character
@@ -13,20 +13,24 @@ through sentencepiece's own API and lay them out as a trie over code points:
 - `scores[piece]`: its score, float32 as SentencePiece keeps it, so sums round the same way.
 
 Only models trained the way `dataclean.lm.tokenizer` trains them are read (unigram, no byte
-fallback, no user-defined pieces, SentencePiece normalization off); `read_unigram` returns None for
-any other, and the caller uses SentencePiece itself.
+fallback, no user-defined pieces, SentencePiece normalization off, "▁" a piece of its own):
+`read_unigram` returns None for any other, and the caller uses SentencePiece itself. The settings
+are read from the serialized model (a few protobuf fields, read here so that no protobuf package
+is needed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 import sentencepiece as spm
 
-# Field numbers of sentencepiece_model.proto (ModelProto, TrainerSpec, NormalizerSpec).
-_TRAINER_SPEC, _NORMALIZER_SPEC = 2, 3
+# Field numbers of sentencepiece_model.proto (ModelProto, TrainerSpec, NormalizerSpec, pieces).
+_PIECES, _TRAINER_SPEC, _NORMALIZER_SPEC, _TYPE = 1, 2, 3, 3
+_NORMAL, _UNKNOWN, _USER_DEFINED, _BYTE = 1, 2, 4, 6  # piece types
 _MODEL_TYPE, _TREAT_WHITESPACE_AS_SUFFIX, _BYTE_FALLBACK = 3, 24, 35
 _PRECOMPILED_CHARSMAP, _ADD_DUMMY_PREFIX, _REMOVE_EXTRA_WHITESPACES, _ESCAPE_WHITESPACES = 2, 3, 4, 5
 _UNIGRAM = 1
@@ -69,33 +73,38 @@ def _varint(buffer: bytes, position: int) -> tuple[int, int]:
             return value, position
 
 
-def _fields(buffer: bytes) -> dict[int, int | bytes]:
-    """The last value of each field of a serialized protobuf message (varint and bytes fields)."""
-    fields: dict[int, int | bytes] = {}
+def _each_field(buffer: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """(field number, value) of a serialized protobuf message's varint and bytes fields, in order."""
     position = 0
     while position < len(buffer):
         key, position = _varint(buffer, position)
         number, wire_type = key >> 3, key & 7
         if wire_type == 0:
-            fields[number], position = _varint(buffer, position)
+            value, position = _varint(buffer, position)
+            yield number, value
         elif wire_type == 2:
             size, position = _varint(buffer, position)
-            fields[number] = buffer[position : position + size]
+            yield number, buffer[position : position + size]
             position += size
         elif wire_type in (1, 5):
             position += 8 if wire_type == 1 else 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire_type}")
-    return fields
 
 
 def is_supported(model_proto: bytes) -> bool:
     """Whether the model is one the compiled segmenter reproduces (see the module docstring)."""
-    top = _fields(model_proto)
-    specs = {number: _fields(bytes(top.get(number, b""))) for number in (_TRAINER_SPEC, _NORMALIZER_SPEC)}
-    return all(
+    top = dict(_each_field(model_proto))
+    specs = {n: dict(_each_field(bytes(top.get(n, b"")))) for n in (_TRAINER_SPEC, _NORMALIZER_SPEC)}
+    settings = all(
         specs[spec].get(field, default) == wanted for (spec, field), (default, wanted) in _REQUIRED.items()
     )
+    types = [
+        dict(_each_field(bytes(piece))).get(_TYPE, _NORMAL)
+        for number, piece in _each_field(model_proto)
+        if number == _PIECES
+    ]
+    return settings and types.count(_UNKNOWN) == 1 and not set(types) & {_USER_DEFINED, _BYTE}
 
 
 def read_unigram(model_proto: bytes) -> UnigramTables | None:
@@ -105,13 +114,9 @@ def read_unigram(model_proto: bytes) -> UnigramTables | None:
     processor = spm.SentencePieceProcessor(model_proto=model_proto)
     size = processor.get_piece_size()
     special = [processor.is_unknown(i) or processor.is_control(i) for i in range(size)]
-    if any(processor.is_byte(i) for i in range(size)) or sum(special) != 3:
-        return None  # byte pieces or user-defined symbols: not reproduced here
     scores = np.array([processor.get_score(i) for i in range(size)], np.float32)
     pieces = {
-        processor.id_to_piece(i): i
-        for i in range(size)
-        if not special[i] and not processor.is_unused(i)
+        processor.id_to_piece(i): i for i in range(size) if not special[i] and not processor.is_unused(i)
     }
     if WORD_START not in pieces:
         return None  # words are searched one by one only if "▁" alone is a piece (compiled.py)
