@@ -12,6 +12,7 @@ driver and of the worker processes (sampled), the speed-up from 1 to 2 Ray worke
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -25,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.corpus import SHARED, generated_docs, have_shared  # noqa: E402
+from benchmarks.corpus import SHARED, generated_docs, have_shared
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,10 +101,8 @@ class _MemorySampler(threading.Thread):
                 driver = root.memory_info().rss
                 others = []
                 for child in root.children(recursive=True):
-                    try:
+                    with contextlib.suppress(psutil.Error):
                         others.append((child.memory_info().rss, " ".join(child.cmdline())))
-                    except psutil.Error:
-                        pass
                 workers = [rss for rss, cmd in others if "MapWorker" in cmd or "default_worker" in cmd]
                 self.driver = max(self.driver, driver)
                 self.worker = max([self.worker, *workers])
@@ -115,8 +114,21 @@ class _MemorySampler(threading.Thread):
 
 def run_config(corpus: Path, out: Path, executor: str, workers: int) -> dict[str, Any]:
     """One default-pipeline run in a fresh process; returns seconds, rows and memory peaks."""
-    command = [sys.executable, "-m", "dataclean", "run", str(corpus), "-o", str(out), "--overwrite",
-               "--quiet", "--executor", executor, "--workers", str(workers)]
+    command = [
+        sys.executable,
+        "-m",
+        "dataclean",
+        "run",
+        str(corpus),
+        "-o",
+        str(out),
+        "--overwrite",
+        "--quiet",
+        "--executor",
+        executor,
+        "--workers",
+        str(workers),
+    ]
     env = {**os.environ, "RAY_DATA_LOG_LEVEL": "ERROR"}
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -152,19 +164,27 @@ def main() -> None:
     started = time.perf_counter()
     build_corpus(corpus, args.docs, args.shards)
     size = sum(p.stat().st_size for p in corpus.glob("*.parquet")) / 1e6
-    print(f"corpus: {args.docs:,} documents in {args.shards} shards, {size:.0f} MB Parquet "
-          f"({SHARED if have_shared() else 'generated'}; built/checked in {time.perf_counter() - started:.0f} s)")
+    source = SHARED if have_shared() else "generated"
+    built = time.perf_counter() - started
+    print(
+        f"corpus: {args.docs:,} documents in {args.shards} shards, {size:.0f} MB Parquet "
+        f"({source}; built/checked in {built:.0f} s)"
+    )
     results = [
         run_config(corpus, work / "out-local-1", "local", 1),
         run_config(corpus, work / "out-ray-1", "ray", 1),
         run_config(corpus, work / "out-ray-2", "ray", 2),
     ]
     kept = {r["kept"] for r in results}
-    print(f"{'executor':10} {'workers':>7} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} "
-          f"{'worker MB':>9} {'all MB':>7}")
+    print(
+        f"{'executor':10} {'workers':>7} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} "
+        f"{'worker MB':>9} {'all MB':>7}"
+    )
     for r in results:
-        print(f"{r['executor']:10} {r['workers']:7d} {r['seconds']:8.1f} {r['rows_in'] / r['seconds']:9.0f} "
-              f"{r['driver_mb']:9.0f} {r['worker_mb']:9.0f} {r['total_mb']:7.0f}")
+        print(
+            f"{r['executor']:10} {r['workers']:7d} {r['seconds']:8.1f} {r['rows_in'] / r['seconds']:9.0f} "
+            f"{r['driver_mb']:9.0f} {r['worker_mb']:9.0f} {r['total_mb']:7.0f}"
+        )
     local, ray1, ray2 = results
     print(f"stage seconds (summed over workers), ray x2: {ray2['stages']}")
     print(f"speed-up 1 -> 2 Ray workers: {ray1['seconds'] / ray2['seconds']:.2f}x (target >= 1.7x)")

@@ -184,6 +184,7 @@ def run_pipeline(
     write_json(f"{layout.root}/manifest.json", manifest)
 
     all_stats: list[dict[str, Any]] = []
+    fit_seconds: dict[str, float] = {}
     for number, group in enumerate(groups):
         final = number == len(groups) - 1
         worker = GroupWorker(group.stages, group.observer, layout, read_options, final)
@@ -215,9 +216,11 @@ def run_pipeline(
         if group.observer is not None:
             summaries = parquet_files(layout.summaries(number))
             scratch = f"{layout.work}/fit-{group.observer.name}"
+            fit_started = time.perf_counter()
             group.observer.fit(FitContext(summaries, scratch, executor))
+            fit_seconds[group.observer.name] = time.perf_counter() - fit_started
 
-    stats = summarize(all_stats, [s.name for s in stages], time.perf_counter() - started)
+    stats = summarize(all_stats, [s.name for s in stages], time.perf_counter() - started, fit_seconds)
     write_json(f"{layout.root}/stats.json", stats)
     manifest["complete"] = True
     write_json(f"{layout.root}/manifest.json", manifest)

@@ -61,7 +61,11 @@ class MapFunction(Protocol):
 
 
 class Executor(Protocol):
-    """Runs a function over work items in parallel and returns the results in item order."""
+    """Runs a function over work items in parallel and returns the results in item order.
+
+    `light=True` says the function holds no model and is cheap to ship (the steps of a barrier's
+    `fit`): an executor may then run it as plain tasks instead of a pool of long-lived workers.
+    """
 
     workers: int
 
@@ -70,6 +74,7 @@ class Executor(Protocol):
         fn: Callable[[T], R],
         items: Sequence[T],
         on_result: Callable[[int, R], None] | None = None,
+        light: bool = False,
     ) -> list[R]: ...
 
 

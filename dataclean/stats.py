@@ -46,14 +46,27 @@ def invariant_holds(account: dict[str, int]) -> bool:
     )
 
 
-def summarize(tasks: Iterable[dict[str, Any]], stage_order: list[str], wall_seconds: float) -> dict[str, Any]:
-    """Merge task stats into the run's stats.json content."""
+def summarize(
+    tasks: Iterable[dict[str, Any]],
+    stage_order: list[str],
+    wall_seconds: float,
+    fit_seconds: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Merge task stats into the run's stats.json content.
+
+    `fit_seconds`: driver time of each barrier's `fit` (its distributed reduce included), added
+    to that stage's seconds and shown apart as `fit_seconds`.
+    """
     stages: dict[str, dict[str, Any]] = {}
     shards: dict[str, dict[str, int]] = {}
     for task in tasks:
         for name, stage in task.get("stages", {}).items():
             merge(stages.setdefault(name, new_stage()), stage)
         merge(shards.setdefault(task["shard"], new_account()), task["account"])
+    for name, seconds in (fit_seconds or {}).items():
+        stage = stages.setdefault(name, new_stage())
+        stage["seconds"] += seconds
+        stage["fit_seconds"] = round(seconds, 3)
     totals = new_account()
     for account in shards.values():
         merge(totals, account)

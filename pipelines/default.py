@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
+from dataclean.stages.dedup import DropDuplicates
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
 from dataclean.stages.quarantine import DropQuarantined
 from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> (dedup) -> split -> perplexity -> perplexity_filter -> quarantine."""
+    """clean -> dedup -> split -> perplexity -> perplexity_filter -> quarantine."""
     return [
         CleanText(),
-        # dedup goes here, before split: duplicates are whole documents, not chunks.
+        # Before split: duplicates are whole documents, not chunks.
+        DropDuplicates(),
         SplitLongDocuments(),
         ScorePerplexity(),
         # Buckets at the corpus's 30th/60th percentiles per language; drop the worst 0.2%.

@@ -129,7 +129,7 @@ def test_resume_after_an_interrupted_run_gives_identical_output(tmp_path: Path) 
         pass
 
     class CrashAfterOne(LocalExecutor):
-        def map(self, fn: Any, items: Any, on_result: Any = None) -> Any:
+        def map(self, fn: Any, items: Any, on_result: Any = None, light: bool = False) -> Any:
             fn(items[0])
             raise Crash()
 
@@ -184,8 +184,6 @@ def test_uris_go_through_pyarrow_filesystems(tmp_path: Path) -> None:
     """Inputs and outputs as URIs (here file://; s3://, gs://, hdfs:// take the same path)."""
     (tmp_path / "in").mkdir()
     write_jsonl(tmp_path / "in" / "a.jsonl", ROWS)
-    stats = run_pipeline(
-        [f"file://{tmp_path}/in"], f"file://{tmp_path}/out", [CleanText()], LocalExecutor()
-    )
+    stats = run_pipeline([f"file://{tmp_path}/in"], f"file://{tmp_path}/out", [CleanText()], LocalExecutor())
     assert stats["totals"]["kept"] == len(read_rows(tmp_path / "out" / "data")) == 22
     assert {row[C.ID] for row in read_rows(tmp_path / "out" / "data")} >= {"doc-000", "doc-024"}

@@ -19,6 +19,7 @@ class LocalExecutor:
         fn: Callable[[T], R],
         items: Sequence[T],
         on_result: Callable[[int, R], None] | None = None,
+        light: bool = False,
     ) -> list[R]:
         results = []
         for index, item in enumerate(items):

@@ -1,5 +1,8 @@
 """The Ray executor: Ray Data `map_batches` over the work items, with a pool of actors.
 
+(`map(..., light=True)`, for the short steps of a barrier's `fit`, runs plain Ray tasks instead:
+an actor pool costs one to three seconds to start, longer than those steps take.)
+
 Each work item is one row of a Ray Data dataset; `map_batches` runs a callable class, so every
 actor deserializes the mapped function (a `GroupWorker` with its stages) once and keeps it: models
 load once per worker, never once per batch. Actors are restarted and their tasks retried when a
@@ -14,7 +17,7 @@ import os
 import pickle
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -34,6 +37,11 @@ class _Apply:
         indices = batch.column("index").to_pylist()
         results = [pickle.dumps(self.fn(self.items[i])) for i in indices]
         return pa.table({"index": indices, "result": pa.array(results, pa.binary())})
+
+
+def _call_item(fn: Callable[[T], R], item: T) -> R:
+    """A plain Ray task: `fn` arrives resolved from the object store (shipped once per map)."""
+    return fn(item)
 
 
 class RayExecutor:
@@ -70,11 +78,14 @@ class RayExecutor:
         fn: Callable[[T], R],
         items: Sequence[T],
         on_result: Callable[[int, R], None] | None = None,
+        light: bool = False,
     ) -> list[R]:
         import ray
 
         if not items:
             return []
+        if light:
+            return self._tasks(fn, items, on_result)
         for module in list(sys.modules.values()):
             if getattr(module, "__dataclean_recipe__", False):  # a user's recipe file
                 ray.cloudpickle.register_pickle_by_value(module)
@@ -98,6 +109,30 @@ class RayExecutor:
                 batch.column("index").to_pylist(), batch.column("result").to_pylist(), strict=True
             ):
                 results[index] = pickle.loads(blob)
+                if on_result is not None:
+                    on_result(index, results[index])
+        return [results[i] for i in range(len(items))]
+
+    def _tasks(
+        self, fn: Callable[[T], R], items: Sequence[T], on_result: Callable[[int, R], None] | None
+    ) -> list[R]:
+        """Plain Ray tasks (retried if their worker dies), at most `workers` in flight: no actor
+        pool to start, which is what the short steps of a barrier's `fit` need."""
+        import ray
+
+        function = ray.put(fn)
+        remote = ray.remote(_call_item).options(num_cpus=1, max_retries=3)
+        pending: dict[Any, int] = {}
+        results: dict[int, R] = {}
+        queue = list(enumerate(items))
+        while queue or pending:
+            while queue and len(pending) < self.workers:
+                index, item = queue.pop(0)
+                pending[remote.remote(function, item)] = index
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                index = pending.pop(ref)
+                results[index] = ray.get(ref)
                 if on_result is not None:
                     on_result(index, results[index])
         return [results[i] for i in range(len(items))]

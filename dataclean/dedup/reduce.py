@@ -1,0 +1,202 @@
+"""The distributed reduce behind `DropDuplicates.fit`: summaries in, decision files out.
+
+Steps (each map runs on the executor; only the union-find runs on the driver):
+1. `PartitionKeys` per summary file: (key, node) pairs into hash partitions on disk.
+2. `ReduceEdges` per partition: star edges; the driver merges them into a union-find as each
+   partition finishes (`Components`), then writes each file's component labels.
+3. `GatherCandidates` per summary file with candidates: their rows, partitioned by component.
+4. `ClusterCandidates` per partition: exact and verified near decisions, saved as Parquet.
+
+Memory bounds: the driver holds 9 bytes per summary row (union-find and labels) plus one
+partition's edges; a worker holds one summary file's columns or one partition, whichever is
+larger. Partition counts are chosen so a partition is about `PARTITION_BYTES`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from dataclean.dedup.components import Components
+from dataclean.dedup.partition import (
+    PartitionKeys,
+    ReduceEdges,
+    SourceFile,
+    peak_memory_bytes,
+)
+from dataclean.dedup.verify import ClusterCandidates, GatherCandidates
+from dataclean.stage import Executor
+
+PARTITION_BYTES = 64 << 20
+
+
+def _fresh(folder: str) -> str:
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    return folder
+
+
+def _partitions(total_bytes: float, workers: int) -> int:
+    return max(2 * max(workers, 1), math.ceil(total_bytes / PARTITION_BYTES))
+
+
+def source_files(summaries: Sequence[str], earlier: Sequence[str] = ()) -> list[SourceFile]:
+    """Number every summary row densely: earlier-output files first, then this run's shards."""
+    files = []
+    offset = 0
+    for index, (path, is_earlier) in enumerate(
+        [(path, True) for path in earlier] + [(path, False) for path in summaries]
+    ):
+        metadata = pq.ParquetFile(path).metadata
+        files.append(SourceFile(index, path, offset, metadata.num_rows, is_earlier))
+        offset += metadata.num_rows
+    return files
+
+
+def _row_bytes(files: Sequence[SourceFile], columns: set[str]) -> float:
+    """Average uncompressed bytes per row of some summary columns (from Parquet footers)."""
+    total = rows = 0
+    for source in files:
+        metadata = pq.ParquetFile(source.path).metadata
+        rows += metadata.num_rows
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for column in range(row_group.num_columns):
+                chunk = row_group.column(column)
+                if chunk.path_in_schema.split(".")[0] in columns:
+                    total += chunk.total_uncompressed_size
+    return total / max(rows, 1)
+
+
+def _connect(
+    executor: Executor, reducer: ReduceEdges, partitions: int, nodes: int
+) -> tuple[np.ndarray, int, int]:
+    """Reduce every partition to edges and merge them on the driver as they arrive.
+
+    Returns each node's component label (-1 when alone), the edge count, the peak task memory.
+    """
+    components = Components(nodes)
+    edge_count = 0
+
+    def merge(_: int, result: tuple[str, int, int]) -> None:
+        nonlocal edge_count
+        path, count, _peak = result
+        if os.path.exists(path):  # merged once, whether or not the executor calls on_result
+            components.add(np.load(path))
+            os.remove(path)
+            edge_count += count
+
+    results = executor.map(reducer, range(partitions), on_result=merge, light=True)
+    for index, result in enumerate(results):
+        merge(index, result)
+    peak = max([0, *(peak for _, _, peak in results)])
+    return components.labels(), edge_count, peak
+
+
+def find_duplicates(
+    summaries: Sequence[str],
+    scratch: str,
+    executor: Executor,
+    *,
+    threshold: float,
+    exact: bool,
+    near: bool,
+    verify: bool,
+    earlier: Sequence[str] = (),
+) -> tuple[str, dict[str, Any]]:
+    """Run steps 1-4 over summary files; returns the decisions folder and statistics."""
+    started = time.perf_counter()
+    seconds: dict[str, float] = {}
+    worker_peak = 0
+
+    def lap(name: str) -> None:
+        nonlocal started
+        now = time.perf_counter()
+        seconds[name] = round(now - started, 3)
+        started = now
+
+    files = [source for source in source_files(summaries, earlier) if source.rows > 0]
+    nodes = sum(source.rows for source in files)
+    workers = getattr(executor, "workers", 1)
+
+    pairs_folder = _fresh(os.path.join(scratch, "pairs"))
+    key_partitions = _partitions(nodes * _row_bytes(files, {"keys"}) * 2, workers)
+    mapper = PartitionKeys(pairs_folder, key_partitions)
+    results = executor.map(mapper, files, light=True)
+    pairs = sum(count for count, _ in results)
+    worker_peak = max([worker_peak, *(peak for _, peak in results)])
+    lap("partition")
+
+    edges_folder = _fresh(os.path.join(scratch, "edges"))
+    reducer = ReduceEdges(tuple(mapper.path(source.index) for source in files), edges_folder)
+    labels, edge_count, peak = _connect(executor, reducer, key_partitions, nodes)
+    worker_peak = max(worker_peak, peak)
+    shutil.rmtree(pairs_folder, ignore_errors=True)
+    lap("edges")
+
+    labels_folder = _fresh(os.path.join(scratch, "labels"))
+    gather_sources = []
+    candidates = 0
+    for source in files:
+        part = labels[source.offset : source.offset + source.rows]
+        count = int(np.count_nonzero(part >= 0))
+        if count:
+            np.save(os.path.join(labels_folder, f"{source.index:06d}.npy"), part)
+            gather_sources.append(source)
+            candidates += count
+    del labels
+    lap("components")
+
+    candidates_folder = _fresh(os.path.join(scratch, "candidates"))
+    # A new folder name per fit: workers cache decisions by folder, and a later fit in the same
+    # processes (a rerun into the same output) must not find the earlier ones.
+    decisions_folder = os.path.join(_fresh(os.path.join(scratch, "decisions")), uuid.uuid4().hex)
+    os.makedirs(decisions_folder)
+    row_bytes = _row_bytes(gather_sources, {"id", "exact", "keys", "priority", "sketch"})
+    cluster_partitions = _partitions(candidates * row_bytes * 2, workers)
+    gatherer = GatherCandidates(labels_folder, candidates_folder, cluster_partitions)
+    results = executor.map(gatherer, gather_sources, light=True)
+    worker_peak = max([worker_peak, *(peak for _, peak in results)])
+    shutil.rmtree(labels_folder, ignore_errors=True)
+    lap("gather")
+
+    clusterer = ClusterCandidates(
+        tuple(gatherer.path(source.index) for source in gather_sources),
+        decisions_folder,
+        threshold,
+        exact,
+        near,
+        verify,
+    )
+    counts: dict[str, int] = {}
+    if gather_sources:
+        cluster_results = executor.map(clusterer, range(cluster_partitions), light=True)
+        for partition_counts, peak in cluster_results:
+            worker_peak = max(worker_peak, peak)
+            for name, value in partition_counts.items():
+                counts[name] = counts.get(name, 0) + value
+    shutil.rmtree(candidates_folder, ignore_errors=True)
+    lap("cluster")
+
+    stats = {
+        "rows": nodes,
+        "key_pairs": pairs,
+        "edges": edge_count,
+        "partitions": [key_partitions, cluster_partitions],
+        "candidates": candidates,
+        "kept_in_clusters": counts.get("kept", 0),
+        "exact_of": counts.get("exact_of", 0),
+        "near_duplicate_of": counts.get("near_duplicate_of", 0),
+        "seconds": seconds,
+        "peak_worker_bytes": worker_peak,
+        "peak_driver_bytes": peak_memory_bytes(),
+    }
+    return decisions_folder, stats

@@ -1,0 +1,149 @@
+"""dedup: drop exact and near duplicates across the whole corpus (MinHash + LSH, then verified).
+
+A global stage. `observe` summarizes every row (exact hash of its normalized text, LSH band keys,
+keep priority, shingle hashes) with compiled kernels over whole batches; `fit` groups the keys
+of all shards with hash-partitioned files on the executor, joins candidates with a union-find
+on the driver and decides each candidate cluster on the workers (`dataclean.dedup`); `__call__`
+marks the decided rows.
+
+Drops `exact_of:<kept id>` (same normalized text: case, width, punctuation, digits and
+whitespace folded as `fold` says) and `near_duplicate_of:<kept id>` (Jaccard similarity of word
+`ngram_size`-grams, or character n-grams for Chinese and other unsegmented text, at least
+`threshold`: exact Jaccard of the shingle sets when `verify`, else the MinHash estimate), with
+the similarity in `dup_jaccard`. Kept rows of a cluster get `dup_cluster` = their own id, dropped
+rows the id they duplicate; unique rows null. Which row of a cluster is kept: `keep` ("first":
+smallest id; "longest"; a column name: lowest value; "-name": highest), ties by smallest id, so
+the result does not depend on shard count, worker count or executor. With `index`, rows that
+duplicate an earlier output (`dataclean.dedup.index`) are dropped too, and earlier rows always
+win. Empty and short texts: see `dataclean.dedup.shingles`.
+
+Bands and rows default to datasketch's optimizer weighted 49:1 towards recall
+(`dataclean.dedup.lsh`); near-dedup practice: Broder 1997, Lee et al. 2022 ("Deduplicating
+training data makes language models better"), threshold 0.7 as in data-juicer and text-dedup.
+
+Memory: observe holds one batch; fit's driver 9 bytes per row; each fit task one summary file
+or one partition (`dataclean.dedup.reduce`); __call__ the decided rows
+(`dataclean.dedup.decisions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from dataclean import columns as C
+from dataclean.dedup.decisions import Decisions
+from dataclean.dedup.index import index_summaries
+from dataclean.dedup.lsh import choose_bands
+from dataclean.dedup.reduce import find_duplicates
+from dataclean.dedup.shingles import DEFAULT_FOLD, FOLDS
+from dataclean.dedup.summary import Sketch, keep_rule_is_valid
+from dataclean.errors import ConfigError
+from dataclean.stage import FitContext, GlobalStage, with_drops
+
+
+@dataclass
+class DropDuplicates(GlobalStage):
+    """Drop exact and near-duplicate rows, keeping one row per cluster (module docstring)."""
+
+    name: ClassVar[str] = "dedup"
+
+    threshold: float = 0.7
+    num_perm: int = 128
+    ngram_size: int = 5
+    keep: str = "first"
+    exact: bool = True
+    near: bool = True
+    verify: bool = True
+    bands: int | None = None
+    rows: int | None = None
+    seed: int = 1
+    fold: tuple[str, ...] = DEFAULT_FOLD
+    index: str | None = None
+    decisions: str | None = field(default=None, init=False, repr=False)
+    fit_stats: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold < 1.0:
+            raise ConfigError(f"dedup.threshold: {self.threshold} is not between 0 and 1 (exclusive)")
+        if not 2 <= self.num_perm <= 4096:
+            raise ConfigError(f"dedup.num_perm: {self.num_perm} is not between 2 and 4096")
+        if self.ngram_size < 1:
+            raise ConfigError(f"dedup.ngram_size: {self.ngram_size} must be at least 1")
+        if not keep_rule_is_valid(self.keep):
+            raise ConfigError(
+                f"dedup.keep: {self.keep!r} is not 'first', 'longest', a column name or '-name'"
+            )
+        if not (self.exact or self.near):
+            raise ConfigError("dedup.exact, dedup.near: both off; skip the stage (--skip dedup)")
+        if (self.bands is None) != (self.rows is None):
+            raise ConfigError("dedup.bands, dedup.rows: set both or neither")
+        if self.bands is not None and self.rows is not None:
+            if self.bands < 1 or self.rows < 1:
+                raise ConfigError(f"dedup.bands, dedup.rows: {self.bands}, {self.rows} must be >= 1")
+            if self.bands * self.rows > self.num_perm:
+                raise ConfigError(
+                    f"dedup.num_perm: {self.num_perm} is less than bands x rows "
+                    f"({self.bands} x {self.rows} = {self.bands * self.rows})"
+                )
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"dedup.seed: {self.seed} is not in [0, 2**32)")
+        unknown = [name for name in self.fold if name not in FOLDS]
+        if unknown:
+            raise ConfigError(f"dedup.fold: unknown {', '.join(unknown)} (valid: {', '.join(FOLDS)})")
+
+    def sketch(self) -> Sketch:
+        """How this stage summarizes texts (the part an index must share)."""
+        bands, rows = (
+            (self.bands, self.rows)
+            if self.bands is not None and self.rows is not None
+            else choose_bands(self.threshold, self.num_perm)
+        )
+        return Sketch(
+            ngram_size=self.ngram_size,
+            num_perm=self.num_perm,
+            seed=self.seed,
+            bands=bands,
+            rows=rows,
+            fold=tuple(self.fold),
+            exact=self.exact,
+            near=self.near,
+            verify=self.verify,
+            keep=self.keep,
+        )
+
+    def observe(self, table: pa.Table) -> pa.Table:
+        """One summary row per input row (`dataclean.dedup.summary`)."""
+        return self.sketch().summarize(table)
+
+    def fit(self, context: FitContext) -> None:
+        """Find every duplicate across all summaries (and the index, if any)."""
+        earlier = index_summaries(self.index, self.sketch()) if self.index else []
+        self.decisions, self.fit_stats = find_duplicates(
+            context.summaries,
+            context.scratch,
+            context.executor,
+            threshold=self.threshold,
+            exact=self.exact,
+            near=self.near,
+            verify=self.verify,
+            earlier=earlier,
+        )
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        """Mark duplicates for dropping; add `dup_cluster` and `dup_jaccard`."""
+        if self.decisions is None:
+            raise RuntimeError("DropDuplicates: call fit() before applying the stage")
+        found = Decisions.load(self.decisions).find(table.column(C.ID))
+        table = _set_column(table, C.DUP_CLUSTER, found.clusters)
+        table = _set_column(table, C.DUP_SCORE, found.scores)
+        return with_drops(table, found.reasons)
+
+
+def _set_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    if index >= 0:
+        return table.set_column(index, name, values)
+    return table.append_column(name, values)
