@@ -12,9 +12,11 @@ is tokenized and scored by KenLM with <s> and </s>, and
     ppl = 10 ** (-sum(log10 p over lines) / sum(pieces + 1 over lines))
 
 where the +1 counts each line's </s>. Normalization and tokenization of a batch run as one compiled
-pass (`dataclean.lm.compiled`) that gives SentencePiece's own pieces. Short texts: a perplexity over a handful of tokens is noise
-(data-juicer users report 225,308 for a four-character Chinese phrase), so a text with fewer than
-`min_tokens` pieces gets NaN ("not scored") instead of a number.
+pass (`dataclean.lm.compiled`) that gives SentencePiece's own pieces.
+
+Short texts: a perplexity over a handful of tokens is noise (data-juicer users report 225,308 for
+a four-character Chinese phrase), so a text with fewer than `min_tokens` pieces gets NaN ("not
+scored") instead of a number.
 """
 
 from __future__ import annotations
