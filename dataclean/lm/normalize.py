@@ -12,7 +12,6 @@ A text is scored line by line: `normalize_lines` returns the non-empty normalize
 from __future__ import annotations
 
 import functools
-import re
 import sys
 import unicodedata
 
@@ -96,19 +95,6 @@ def kept_combining() -> frozenset[int]:
 # ASCII text (most English) takes a bytes fast path: digits to 0, controls deleted.
 _ASCII_MAP = bytes.maketrans(b"123456789", b"000000000")
 _ASCII_DELETE = bytes(c for c in _NON_PRINTING if c < 128)
-
-
-# Characters that normalization deletes from ASCII text (all controls but "\n").
-_ASCII_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
-
-
-def is_plain_ascii(text: str) -> bool:
-    """ASCII without characters that normalization deletes, so it can be normalized word by word.
-
-    For such text, normalizing then splitting lines and words equals splitting first and
-    normalizing each word (lowercase, digits to 0): the scoring fast path relies on it.
-    """
-    return text.isascii() and _ASCII_CONTROL.search(text) is None
 
 
 def normalize_text(text: str) -> str:
