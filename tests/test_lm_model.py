@@ -124,15 +124,15 @@ def test_lm_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no such corpus file" in result.output
 
 
-def test_fast_paths_give_the_whole_line_sentencepiece_pieces(en: object) -> None:
-    """Plain-ASCII texts skip whole-text normalization and tokenize word by word (cached)."""
+def test_tokenize_gives_the_whole_line_sentencepiece_pieces(en: object) -> None:
+    """`tokenize` (the compiled path, see test_lm_compiled.py) = normalize_lines + SentencePiece."""
     texts = (FIXTURES / "wikitext2_test_en.txt").read_text(encoding="utf-8").splitlines()[:60]
     texts += ["Tabs\tand\x0bcontrols glue words", "Ünïcödé 12 words", EN + "\n  \n" + EN.upper()]
     tokenized, owners = en.tokenize(texts)  # type: ignore[attr-defined]
     expected, expected_owners = [], []
     for index, text in enumerate(texts):
         lines = normalize_lines(text)
-        expected += en.tokenizer.tokenize_whole_lines(lines)  # type: ignore[attr-defined]
+        expected += en.tokenizer.tokenize_lines(lines)  # type: ignore[attr-defined]
         expected_owners += [index] * len(lines)
     got = sorted(zip(owners.tolist(), tokenized, strict=True))
     assert got == sorted(zip(expected_owners, expected, strict=True))

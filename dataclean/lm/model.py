@@ -11,9 +11,12 @@ is tokenized and scored by KenLM with <s> and </s>, and
 
     ppl = 10 ** (-sum(log10 p over lines) / sum(pieces + 1 over lines))
 
-where the +1 counts each line's </s>. Short texts: a perplexity over a handful of tokens is noise
-(data-juicer users report 225,308 for a four-character Chinese phrase), so a text with fewer than
-`min_tokens` pieces gets NaN ("not scored") instead of a number.
+where the +1 counts each line's </s>. Normalization and tokenization of a batch run as one compiled
+pass (`dataclean.lm.compiled`) that gives SentencePiece's own pieces.
+
+Short texts: a perplexity over a handful of tokens is noise (data-juicer users report 225,308 for
+a four-character Chinese phrase), so a text with fewer than `min_tokens` pieces gets NaN ("not
+scored") instead of a number.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from typing import Any
 
 import kenlm
 import numpy as np
+import pyarrow as pa
 
 from dataclean.errors import ConfigError
-from dataclean.lm.normalize import is_plain_ascii, normalize_lines
+from dataclean.lm.compiled import Tokenized, compile_tokenizer
+from dataclean.lm.normalize import normalize_lines
 from dataclean.lm.tokenizer import Tokenizer
 
 BUNDLED = ("en", "zh")
@@ -85,7 +90,9 @@ class LanguageModel:
         tokenizer_path = self.directory / TOKENIZER_FILE
         if not tokenizer_path.exists():
             raise ConfigError(f"{self.directory}: no {TOKENIZER_FILE}; not a dataclean model folder")
-        self.tokenizer = Tokenizer(tokenizer_path.read_bytes())
+        proto = tokenizer_path.read_bytes()
+        self.tokenizer = Tokenizer(proto)
+        self.compiled = compile_tokenizer(proto)
         model_path = next(
             (self.directory / name for name in MODEL_FILES if (self.directory / name).exists()),
             None,
@@ -113,47 +120,45 @@ class LanguageModel:
             owners.extend([index] * len(text_lines))
         return lines, np.asarray(owners, dtype=np.int64)
 
-    def query(self, tokenized: Sequence[str]) -> np.ndarray:
+    def query(self, lines: Sequence[str] | Sequence[bytes]) -> np.ndarray:
         """KenLM log10 probability of each tokenized line, with <s> and </s>."""
-        score = self.kenlm.score
-        return np.array(list(map(score, tokenized)), dtype=np.float64)
+        return np.fromiter(map(self.kenlm.score, lines), np.float64, len(lines))
+
+    def tokenize_array(self, texts: pa.Array | pa.ChunkedArray) -> Tokenized:
+        """Normalized, tokenized lines of a string array (nulls are ""), in text order.
+
+        The compiled path (`dataclean.lm.compiled`) when the tokenizer is one it reproduces;
+        otherwise `normalize_lines` and SentencePiece itself, which give the same lines.
+        """
+        if self.compiled is not None:
+            return self.compiled.tokenize(texts)
+        lines, owners = self.normalize(texts.fill_null("").to_pylist())
+        tokenized = self.tokenizer.tokenize_lines(lines)
+        return Tokenized(
+            lines=[line.encode("utf-8") for line in tokenized],
+            texts=owners,
+            pieces=np.array([line.count(" ") + 1 for line in tokenized], np.int64),
+        )
 
     def tokenize(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        """Normalized, tokenized lines of all texts, and the index of the text each line is from.
+        """Normalized, tokenized lines of all texts, and the index of the text each line is from."""
+        tokenized = self.tokenize_array(pa.array(texts, pa.string()))
+        return [line.decode("utf-8") for line in tokenized.lines], tokenized.texts
 
-        Plain-ASCII texts (most English) take a fused path: lines and words are split first and
-        each distinct word is normalized and tokenized once (`Tokenizer.tokenize_words`), which
-        gives the same pieces as normalizing the whole text first.
-        """
-        plain = [i for i, text in enumerate(texts) if is_plain_ascii(text)]
-        line_words: list[list[str]] = []
-        owners: list[int] = []
-        for index in plain:
-            for line in texts[index].split("\n"):
-                words = line.split()
-                if words:
-                    line_words.append(words)
-                    owners.append(index)
-        tokenized = self.tokenizer.tokenize_words(line_words)
-        plain_set = set(plain)
-        others = [i for i in range(len(texts)) if i not in plain_set]
-        lines, other_owners = self.normalize([texts[i] for i in others])
-        tokenized += self.tokenizer.tokenize_lines(lines)
-        owners.extend(np.asarray(others, dtype=np.int64)[other_owners].tolist())
-        return tokenized, np.asarray(owners, dtype=np.int64)
+    def score_array(self, texts: pa.Array | pa.ChunkedArray) -> Scores:
+        """Sums of log10 probability and tokens per text of a string array (nulls are "")."""
+        tokenized = self.tokenize_array(texts)
+        log10_prob = self.query(tokenized.lines)
+        size = len(texts)
+        return Scores(
+            log10_prob=np.bincount(tokenized.texts, weights=log10_prob, minlength=size),
+            tokens=np.bincount(tokenized.texts, weights=tokenized.pieces + 1, minlength=size),
+            lines=np.bincount(tokenized.texts, minlength=size).astype(np.float64),
+        )
 
     def score(self, texts: Sequence[str]) -> Scores:
         """Sums of log10 probability and tokens per text (normalize, tokenize, query)."""
-        tokenized, owners = self.tokenize(texts)
-        log10_prob = self.query(tokenized)
-        # pieces + 1 for </s>: pieces are separated by single spaces.
-        tokens = [line.count(" ") + 2 for line in tokenized]
-        size = len(texts)
-        return Scores(
-            log10_prob=np.bincount(owners, weights=log10_prob, minlength=size),
-            tokens=np.bincount(owners, weights=tokens, minlength=size),
-            lines=np.bincount(owners, minlength=size).astype(np.float64),
-        )
+        return self.score_array(pa.array(texts, pa.string()))
 
     def perplexities(self, texts: Sequence[str], min_tokens: int = DEFAULT_MIN_TOKENS) -> np.ndarray:
         """Perplexity of each text; NaN where it has fewer than `min_tokens` pieces."""

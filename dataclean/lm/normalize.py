@@ -12,7 +12,6 @@ A text is scored line by line: `normalize_lines` returns the non-empty normalize
 from __future__ import annotations
 
 import functools
-import re
 import sys
 import unicodedata
 
@@ -58,40 +57,44 @@ _NON_PRINTING = [c for c in (*range(0, 32), *range(127, 160)) if c != ord("\n")]
 
 
 @functools.cache
-def _table() -> dict[int, str | None]:
-    """One `str.translate` table: drop combining marks and controls, digits to 0, punctuation."""
+def _scan() -> tuple[dict[int, str | None], frozenset[int]]:
+    """The `str.translate` table (see `_table`), and the combining characters it keeps."""
     table: dict[int, str | None] = {}
+    kept_combining: set[int] = set()
     for code in range(sys.maxunicode + 1):
         category = unicodedata.category(chr(code))
         if category == "Mn":
             table[code] = None  # accents left by NFD
         elif category == "Nd":
             table[code] = "0"
+        elif category[0] == "M" and unicodedata.combining(chr(code)):
+            kept_combining.add(code)
     for char, replacement in UNICODE_PUNCT.items():
         table[ord(char)] = replacement
     for code in _NON_PRINTING:
         table[code] = None
     # SentencePiece's whitespace symbol must not occur in its input (see dataclean.lm.tokenizer).
     table[ord("▁")] = " "
-    return table
+    return table, frozenset(kept_combining)
+
+
+def _table() -> dict[int, str | None]:
+    """One `str.translate` table: drop combining marks and controls, digits to 0, punctuation."""
+    return _scan()[0]
+
+
+def kept_combining() -> frozenset[int]:
+    """Combining characters (non-zero canonical class) that normalization keeps (not Mn).
+
+    NFD reorders runs of combining characters, so where one of these survives, normalizing a text
+    is not the same as normalizing it character by character (see `dataclean.lm.charmap`).
+    """
+    return _scan()[1]
 
 
 # ASCII text (most English) takes a bytes fast path: digits to 0, controls deleted.
 _ASCII_MAP = bytes.maketrans(b"123456789", b"000000000")
 _ASCII_DELETE = bytes(c for c in _NON_PRINTING if c < 128)
-
-
-# Characters that normalization deletes from ASCII text (all controls but "\n").
-_ASCII_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
-
-
-def is_plain_ascii(text: str) -> bool:
-    """ASCII without characters that normalization deletes, so it can be normalized word by word.
-
-    For such text, normalizing then splitting lines and words equals splitting first and
-    normalizing each word (lowercase, digits to 0): the scoring fast path relies on it.
-    """
-    return text.isascii() and _ASCII_CONTROL.search(text) is None
 
 
 def normalize_text(text: str) -> str:

@@ -104,8 +104,8 @@ class ScorePerplexity(Stage):
         assert self._loaded is not None
         if C.LANG not in table.column_names:
             table = table.append_column(C.LANG, detect_langs(table.column(C.TEXT)))
-        langs = np.asarray(table.column(C.LANG).fill_null("").to_numpy(zero_copy_only=False))
-        texts = table.column(C.TEXT).fill_null("").to_pylist()
+        langs = table.column(C.LANG)
+        texts = table.column(C.TEXT)
         ppl = np.full(table.num_rows, np.nan)
         todo = np.ones(table.num_rows, dtype=bool)
         index = table.schema.get_field_index(C.PPL)
@@ -114,9 +114,12 @@ class ScorePerplexity(Stage):
             ppl = previous.fill_null(np.nan).to_numpy(zero_copy_only=False).copy()
             todo = np.ones_like(todo) if self.rescore else np.isnan(ppl)
         for lang, model in self._loaded.items():
-            rows = np.flatnonzero(todo & (langs == lang))
-            if len(rows):
-                ppl[rows] = model.perplexities([texts[i] for i in rows], self.min_tokens)
+            is_lang = pc.equal(langs, lang).fill_null(False)
+            rows = np.flatnonzero(todo & is_lang.to_numpy(zero_copy_only=False))
+            if len(rows) == table.num_rows:
+                ppl[:] = model.score_array(texts).perplexity(self.min_tokens)
+            elif len(rows):
+                ppl[rows] = model.score_array(texts.take(rows)).perplexity(self.min_tokens)
         return _put(table, C.PPL, pa.array(ppl, pa.float64(), mask=np.isnan(ppl)))
 
 

@@ -1,0 +1,404 @@
+"""Normalize and tokenize a whole Arrow batch in compiled code: the input KenLM scores.
+
+Two numba loops over a string array's UTF-8 bytes. `_normalize` normalizes each character through
+the table of `dataclean.lm.charmap`, splits lines and collapses whitespace (as `normalize_lines`)
+and cuts words, each starting with "▁" (SentencePiece's whitespace symbol; we prepend the space
+that marks a line's first word, see `dataclean.lm.tokenizer`). `_segment` finds each word's pieces
+with SentencePiece's unigram Viterbi search over the trie of `dataclean.lm.unigram`, through the
+word cache of `dataclean.lm.wordcache`, and writes them, space-separated, one line per "\n".
+
+The pieces are SentencePiece's own (`unigram::Model::EncodeOptimized`, sentencepiece 0.2):
+positions left to right, pieces starting there shortest first, a candidate replacing the best path
+to its end only if its float32 score is strictly higher; a character no single-character piece
+covers is an unknown, and a run of unknowns is one piece, as SentencePiece merges them. A line's
+search is its words' searches in turn, from the score the line has reached (see wordcache.py).
+
+Texts holding a character the table cannot normalize alone (`charmap.UNSAFE`) are flagged and left
+out; `CompiledTokenizer` normalizes those with `normalize_text` and runs them again.
+
+Speed: numba counts references to the arrays a compiled function is passed, with atomic
+operations that cost more than the work of a word; so the per-word loop calls no function that
+takes arrays but the small ones LLVM inlines, and the two loops each run over many texts per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+from dataclean.lm.charmap import (
+    IDENTITY,
+    NEWLINE,
+    SPACE,
+    UNSAFE,
+    CharTable,
+    normalization_table,
+    whitespace_table,
+)
+from dataclean.lm.normalize import normalize_text
+from dataclean.lm.unigram import UnigramTables, child, read_unigram
+from dataclean.lm.wordcache import (
+    COUNT,
+    MAX_CACHED_WORD,
+    OUT,
+    OUT_LEN,
+    PATH,
+    PATH_LEN,
+    find,
+    insert,
+    margin,
+    new_cache,
+    rounding,
+    word_hash,
+)
+
+WORD_START = 0x2581  # "▁"
+# SentencePiece >= 0.2.2 rebases a line's running score to 0 whenever, at a search position, it is
+# beyond +-1e5 (about 15,000 pieces into a line), subtracting it from every score already reached
+# ahead (unigram_model.cc, kScoreResetThreshold). We do the same, so long lines match too.
+RESET = np.float32(100000.0)
+# Code points normalized per call of `_normalize` (more when one text needs more).
+CHUNK = 1 << 16
+
+
+@numba.njit(cache=True)
+def _decode_utf8(data, position, stop):  # type: ignore[no-untyped-def]
+    """(code point, next position); an invalid or truncated sequence reads as U+FFFD."""
+    lead = data[position]
+    if lead < 0x80:
+        return np.int64(lead), position + 1
+    size = 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 0
+    if size == 0 or position + size > stop:
+        return np.int64(0xFFFD), position + 1
+    code = np.int64(lead & (0x7F >> size))
+    for i in range(1, size):
+        code = (code << 6) | (data[position + i] & 0x3F)
+    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+        code = np.int64(0xFFFD)
+    return code, position + size
+
+
+@numba.njit(cache=True)
+def _normalize(data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe):  # type: ignore[no-untyped-def]
+    """Normalize texts from `row` on while they surely fit in `codes`, into words.
+
+    Writes each word's code points and char ids to codes/ids, "▁" first, and in ends[:, k] where
+    word k ends and, for the last word of a line, its text (-1 for the others). Flags unsafe
+    texts. Returns (the next text to do, words written).
+    """
+    word_start_id = char_ids[WORD_START]
+    n = n_words = 0
+    while row < len(offsets) - 1:
+        position, stop = offsets[row], offsets[row + 1]
+        if n > 0 and n + expansion * (stop - position) + 2 > len(codes):
+            break
+        text_n, text_words = n, n_words
+        in_line = pending_space = False
+        while position <= stop:
+            if position == stop:  # the text's end ends its last line
+                code, position = np.int64(NEWLINE), position + 1
+            else:
+                code, position = _decode_utf8(data, position, stop)
+            k = index[code]
+            if k == UNSAFE:
+                unsafe[row] = True
+                n, n_words = text_n, text_words
+                break
+            for j in range(1 if k == IDENTITY else pool[k]):
+                c = code if k == IDENTITY else np.int64(pool[k + 1 + j])
+                if c == SPACE:
+                    pending_space = in_line
+                elif c == NEWLINE:
+                    if in_line:
+                        ends[0, n_words] = n
+                        ends[1, n_words] = row
+                        n_words += 1
+                    in_line = pending_space = False
+                else:
+                    if not in_line or pending_space:
+                        if in_line:
+                            ends[0, n_words] = n
+                            ends[1, n_words] = -1
+                            n_words += 1
+                        codes[n] = WORD_START
+                        ids[n] = word_start_id
+                        n += 1
+                        in_line, pending_space = True, False
+                    codes[n] = c
+                    ids[n] = char_ids[c] if c < len(char_ids) else 0
+                    n += 1
+        row += 1
+    return row, n_words
+
+
+@numba.njit(cache=True)
+def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n_lines):  # type: ignore[no-untyped-def]
+    """Write the pieces of the words `_normalize` made, one line per "\n"; record each line's
+    text and pieces in lines. Returns (bytes used, lines)."""
+    _, trie, scores, unknown, magnitude = tables
+    root_children, edge_keys, edge_nodes, node_pieces = trie
+    slots, entries, margins, keys, outputs, paths, _ = cache
+    best, starts, pieces, path, path_scores, best64, second64 = work
+    width = len(root_children)
+    line_score = np.float32(0.0)
+    line_pieces = 0
+    start = 0
+    for w in range(n_words):
+        n = ends[0, w] - start
+        if line_pieces > 0:
+            out[used] = SPACE
+            used += 1
+        if line_score < -RESET or line_score > RESET:
+            line_score = np.float32(0.0)  # SentencePiece rebases the running score (see RESET)
+        # A word is cached, and a cached word reused, only where no rebase can happen inside it.
+        cacheable = n <= MAX_CACHED_WORD and abs(line_score) + (n + 1) * magnitude < RESET
+        bound = rounding(n, line_score, magnitude)
+        entry, slot, h = -1, -1, np.int64(0)
+        if cacheable:
+            h = word_hash(codes, start, n)
+            entry, slot = find(slots, entries, keys, h, codes, start, n)
+        if entry >= 0 and margins[entry] > bound:  # cached, and safe to reuse here
+            for i in range(entries[entry, OUT], entries[entry, OUT] + entries[entry, OUT_LEN]):
+                out[used] = outputs[i]
+                used += 1
+            for i in range(entries[entry, PATH], entries[entry, PATH] + entries[entry, PATH_LEN]):
+                line_score = paths[i] + line_score
+            line_pieces += entries[entry, COUNT]
+        else:
+            # SentencePiece's search over the word, from the line's score.
+            starts[: n + 1] = -1
+            best[0] = line_score
+            for begin in range(n):
+                here = best[begin]
+                if here < -RESET or here > RESET:  # rebase all scores reached so far (RESET)
+                    for i in range(begin, n + 1):
+                        if i == begin or starts[i] != -1:
+                            best[i] = best[i] - here
+                    here = np.float32(0.0)
+                node = 0
+                single = False
+                for end in range(begin, n):
+                    node = child(node, ids[start + end], width, root_children, edge_keys, edge_nodes)
+                    if node < 0:
+                        break
+                    piece = node_pieces[node]
+                    if piece >= 0:
+                        score = scores[piece] + here
+                        if starts[end + 1] == -1 or score > best[end + 1]:
+                            best[end + 1], starts[end + 1], pieces[end + 1] = score, begin, piece
+                        single = single or end == begin
+                if not single:
+                    score = unknown + here
+                    if starts[begin + 1] == -1 or score > best[begin + 1]:
+                        best[begin + 1], starts[begin + 1], pieces[begin + 1] = score, begin, -1
+            # Back from the end, then write the pieces in order; a run of unknowns is one piece.
+            length = 0
+            end = n
+            while end > 0:
+                path[length] = end
+                length += 1
+                end = starts[end]
+            word_used = used
+            count = 0
+            previous_unknown = False
+            for k in range(length - 1, -1, -1):
+                end = path[k]
+                piece = pieces[end]
+                path_scores[length - 1 - k] = unknown if piece == -1 else scores[piece]
+                if not (piece == -1 and previous_unknown):
+                    if count > 0:
+                        out[used] = SPACE
+                        used += 1
+                    count += 1
+                previous_unknown = piece == -1
+                for i in range(start + starts[end], start + end):
+                    code = codes[i]
+                    if code < 0x80:
+                        out[used] = code
+                        used += 1
+                    elif code < 0x800:
+                        out[used] = 0xC0 | (code >> 6)
+                        out[used + 1] = 0x80 | (code & 0x3F)
+                        used += 2
+                    elif code < 0x10000:
+                        out[used] = 0xE0 | (code >> 12)
+                        out[used + 1] = 0x80 | ((code >> 6) & 0x3F)
+                        out[used + 2] = 0x80 | (code & 0x3F)
+                        used += 3
+                    else:
+                        out[used] = 0xF0 | (code >> 18)
+                        out[used + 1] = 0x80 | ((code >> 12) & 0x3F)
+                        out[used + 2] = 0x80 | ((code >> 6) & 0x3F)
+                        out[used + 3] = 0x80 | (code & 0x3F)
+                        used += 4
+            line_score = best[n]
+            line_pieces += count
+            if cacheable and entry < 0:
+                lead = margin(ids, start, n, best64, second64, trie, scores, unknown)
+                lead = lead if lead > bound else -1.0  # else this search may not be the lead's
+                insert(
+                    cache, slot, h, codes, start, n, out, word_used, used, path_scores, length, count, lead
+                )
+        if ends[1, w] >= 0:  # the line ends
+            out[used] = NEWLINE
+            used += 1
+            lines[0, n_lines] = ends[1, w]
+            lines[1, n_lines] = line_pieces
+            n_lines += 1
+            line_score = np.float32(0.0)
+            line_pieces = 0
+        start = ends[0, w]
+    return used, n_lines
+
+
+@numba.njit(cache=True)
+def _work(size):  # type: ignore[no-untyped-def]
+    """Buffers for `size` code points: codes, char ids, word ends, and the search's arrays."""
+    return (
+        np.empty(size, np.int64),
+        np.empty(size, np.int64),
+        np.empty((2, size), np.int64),
+        (
+            np.empty(size + 1, np.float32),  # best score to each position,
+            np.empty(size + 1, np.int64),  # where its last piece starts,
+            np.empty(size + 1, np.int64),  # which piece it is;
+            np.empty(size + 1, np.int64),  # the best path: its pieces' ends
+            np.empty(size + 1, np.float32),  # and scores;
+            np.empty(size + 1, np.float64),  # margin search: best
+            np.empty(size + 1, np.float64),  # and second best
+        ),
+    )
+
+
+@numba.njit(cache=True)
+def _tokenize(data, offsets, index, pool, expansion, tables, cache):  # type: ignore[no-untyped-def]
+    """Tokenize each text data[offsets[i]:offsets[i + 1]]: (UTF-8 lines, each line's text, each
+    line's pieces, unsafe texts)."""
+    char_ids = tables[0]
+    n_rows = len(offsets) - 1
+    out = np.empty(2 * (offsets[-1] - offsets[0]) + 64, np.uint8)
+    lines = np.empty((2, n_rows + 16), np.int64)  # each line's text and piece count
+    unsafe = np.zeros(n_rows, np.bool_)
+    codes, ids, ends, work = _work(CHUNK)
+    used = n_lines = row = 0
+    while row < n_rows:
+        most = expansion * (offsets[row + 1] - offsets[row]) + 2
+        if most > len(codes):
+            codes, ids, ends, work = _work(2 * most)
+        row, n_words = _normalize(
+            data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe
+        )
+        # Room for the worst case: every character a one-character word.
+        n_codes = ends[0, n_words - 1] if n_words > 0 else 0
+        if used + 9 * n_codes + 1 > len(out):
+            bigger = np.empty(max(2 * len(out), used + 9 * n_codes + 1), np.uint8)
+            bigger[:used] = out[:used]
+            out = bigger
+        if n_lines + n_words > lines.shape[1]:
+            more = np.empty((2, max(2 * lines.shape[1], n_lines + n_words)), np.int64)
+            more[:, :n_lines] = lines[:, :n_lines]
+            lines = more
+        used, n_lines = _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n_lines)
+    return out[:used], lines[0, :n_lines].copy(), lines[1, :n_lines].copy(), unsafe
+
+
+@dataclass
+class Tokenized:
+    """The tokenized lines of a batch of texts, in text order."""
+
+    lines: list[bytes]  # UTF-8 pieces separated by single spaces: what KenLM's `score` reads
+    texts: np.ndarray  # the index of the text each line is from
+    pieces: np.ndarray  # pieces in each line
+
+
+def text_buffers(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(UTF-8 bytes, int64 offsets of each text in them) of a string array; nulls are ""."""
+    array = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        array = array.cast(pa.large_string())
+    if array.null_count:
+        array = array.fill_null("")
+    _, offset_buffer, data_buffer = array.buffers()
+    width = np.int32 if pa.types.is_string(array.type) else np.int64
+    offsets = np.frombuffer(offset_buffer, width)[array.offset : array.offset + len(array) + 1]
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(1, np.uint8)
+    return data, offsets.astype(np.int64)
+
+
+class CompiledTokenizer:
+    """Normalizes and tokenizes string arrays in one compiled pass (module docstring).
+
+    Gives the lines and pieces `normalize_lines` and SentencePiece give; keeps a word cache
+    between calls, so one instance must not be used by two threads at once.
+    """
+
+    def __init__(self, tables: UnigramTables) -> None:
+        self.tables = (
+            tables.char_ids,
+            (tables.root_children, tables.edge_keys, tables.edge_nodes, tables.node_pieces),
+            tables.scores,
+            tables.unknown_score,
+            float(max(np.abs(tables.scores).max(), abs(tables.unknown_score))),
+        )
+        self.cache = new_cache()
+
+    def tokenize(self, texts: pa.Array | pa.ChunkedArray) -> Tokenized:
+        """Normalize and tokenize every text; texts the table cannot normalize alone go through
+        `normalize_text` first (`dataclean.lm.charmap`)."""
+        tokenized, unsafe = self._run(texts, normalization_table())
+        rows = np.flatnonzero(unsafe)
+        if len(rows) == 0:
+            return tokenized
+        normalized = [normalize_text(t or "") for t in texts.take(pa.array(rows)).to_pylist()]
+        again, _ = self._run(pa.array(normalized, pa.string()), whitespace_table())
+        order = np.argsort(np.concatenate((tokenized.texts, rows[again.texts])), kind="stable")
+        lines = tokenized.lines + again.lines
+        return Tokenized(
+            lines=[lines[i] for i in order],
+            texts=np.concatenate((tokenized.texts, rows[again.texts]))[order],
+            pieces=np.concatenate((tokenized.pieces, again.pieces))[order],
+        )
+
+    def _run(self, texts: pa.Array | pa.ChunkedArray, table: CharTable) -> tuple[Tokenized, np.ndarray]:
+        data, offsets = text_buffers(texts)
+        out, line_texts, pieces, unsafe = _tokenize(
+            data, offsets, table.index, table.pool, table.expansion, self.tables, self.cache
+        )
+        lines = out.tobytes().split(b"\n")[:-1] if len(out) else []
+        return Tokenized(lines, line_texts, pieces), unsafe
+
+
+def compile_tokenizer(model_proto: bytes) -> CompiledTokenizer | None:
+    """The compiled tokenizer of a SentencePiece model, or None if it is not one we reproduce."""
+    tables = read_unigram(model_proto)
+    return CompiledTokenizer(tables) if tables is not None else None
+
+
+def count_words(texts: pa.Array | pa.ChunkedArray) -> int:
+    """Normalize the texts and cut their words, without tokenizing: the words they hold.
+
+    The first half of `CompiledTokenizer.tokenize` alone, for the benchmark's breakdown.
+    """
+    data, offsets = text_buffers(texts)
+    table = normalization_table()
+    return int(_count_words(data, offsets, table.index, table.pool, table.expansion))
+
+
+@numba.njit(cache=True)
+def _count_words(data, offsets, index, pool, expansion):  # type: ignore[no-untyped-def]
+    char_ids = np.zeros(WORD_START + 1, np.int64)
+    codes, ids, ends, _ = _work(CHUNK)
+    unsafe = np.zeros(len(offsets) - 1, np.bool_)
+    words = row = 0
+    while row < len(offsets) - 1:
+        most = expansion * (offsets[row + 1] - offsets[row]) + 2
+        if most > len(codes):
+            codes, ids, ends, _ = _work(2 * most)
+        row, n_words = _normalize(
+            data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe
+        )
+        words += n_words
+    return words
