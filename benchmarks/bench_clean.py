@@ -129,7 +129,9 @@ def main() -> None:
     print(f"{'regex strip of control characters only':44} {regex_rate:10.1f} {regex_rate / ftfy_rate:7.1f}x")
     if datatrove is not None:
         datatrove_rate = _rate(megabytes, datatrove[0])
-        print(f"{'datatrove FTFYFormatter step':44} {datatrove_rate:10.1f} {datatrove_rate / ftfy_rate:7.1f}x")
+        print(
+            f"{'datatrove FTFYFormatter step':44} {datatrove_rate:10.1f} {datatrove_rate / ftfy_rate:7.1f}x"
+        )
     print(
         f"mojibake: of {repaired} documents ftfy.fix_encoding changes, dataclean repairs {matched} "
         f"identically, {better} with less mojibake left (ftfy badness), {worse} with more"
@@ -143,7 +145,11 @@ def main() -> None:
                 corpus,
                 dataclean,
                 Measurement(
-                    "ftfy.fix_text on every document", len(docs), megabytes, ftfy_all, peak_mb=ftfy_memory.megabytes
+                    "ftfy.fix_text on every document",
+                    len(docs),
+                    megabytes,
+                    ftfy_all,
+                    peak_mb=ftfy_memory.megabytes,
                 ),
             )
         ]
@@ -151,7 +157,12 @@ def main() -> None:
             seconds, peak = datatrove
             reference = Measurement("datatrove FTFYFormatter", len(docs), megabytes, seconds, peak_mb=peak)
             rows.append(comparison("clean", corpus, dataclean, reference))
-        quality = {"ftfy_repaired": repaired, "same": matched, "less_mojibake": better, "more_mojibake": worse}
+        quality = {
+            "ftfy_repaired": repaired,
+            "same": matched,
+            "less_mojibake": better,
+            "more_mojibake": worse,
+        }
         write_json(args.json, rows, quality=quality)
 
 

@@ -43,6 +43,7 @@ import xxhash
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.corpus import SHARED, generated_docs, have_shared
+from benchmarks.datatrove_equivalent import SplitTokenizer, xxh64_text
 from benchmarks.measure import PeakMemory
 from dataclean import columns as C
 from dataclean.dedup.minhash import band_keys, signatures
@@ -50,7 +51,6 @@ from dataclean.dedup.partition import peak_memory_bytes
 from dataclean.dedup.shingles import CHARACTERS, Normalized, shingles
 from dataclean.stage import FitContext
 from dataclean.stages.dedup import DropDuplicates
-
 
 DATA = SHARED
 EDIT_RATES = (0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2)
@@ -425,29 +425,6 @@ def precision_recall(
 
 # ---------------------------------------------------------------- datatrove
 
-try:  # benchmark-only dependency
-    from datatrove.utils.word_tokenizers import WordTokenizer
-except ImportError:  # pragma: no cover - datatrove absent: its comparison is skipped
-    WordTokenizer = object
-
-
-class SplitTokenizer(WordTokenizer):  # type: ignore[misc, valid-type]
-    """A plain whitespace tokenizer (datatrove's own WhitespaceTokenizer calls spaCy)."""
-
-    def word_tokenize(self, text: str) -> list[str]:
-        return text.split()
-
-    def sent_tokenize(self, text: str) -> list[str]:
-        return [text]
-
-    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
-        return [(0, len(text))]
-
-
-def _xxh64_text(text: str) -> int:
-    """datatrove 0.10 hands str to xxhash, which xxhash 4 refuses: encode first."""
-    return xxhash.xxh64_intdigest(text.encode("utf-8"))
-
 
 def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, Any]:
     from datatrove.executor import LocalPipelineExecutor
@@ -470,7 +447,7 @@ def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, An
         return ParquetReader(str(shards_folder), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT)
 
     signer = MinhashDedupSignature(str(base / "sigs"), config=config, language=tokenizer)
-    signer._hash_func = _xxh64_text
+    signer._hash_func = xxh64_text
     stages = [
         ([reader(), signer], tasks),
         (

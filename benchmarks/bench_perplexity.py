@@ -41,7 +41,9 @@ from dataclean import columns as C  # noqa: E402
 from dataclean.stages.perplexity import ScorePerplexity  # noqa: E402
 
 
-def best(repeat: int, fns: dict[str, Callable[[], Any]], memory: dict[str, float] | None = None) -> dict[str, float]:
+def best(
+    repeat: int, fns: dict[str, Callable[[], Any]], memory: dict[str, float] | None = None
+) -> dict[str, float]:
     """Fastest of `repeat` runs of each function, interleaved so all see the same machine load.
     `memory`, if given, receives each function's peak memory above its start (MiB, max of runs)."""
     times: dict[str, list[float]] = {name: [] for name in fns}
@@ -135,8 +137,8 @@ def measure(
         line += f"  | {megabytes / t['datatrove']:>14.2f}"
     names = {
         "stage": "ScorePerplexity stage",
-        "kenlm": "KenLM Model.score alone, pre-tokenized lines",
-        "datatrove": "datatrove CCNetPerplexityStats (bundled models)",
+        "kenlm": "KenLM alone (pre-tokenized lines)",
+        "datatrove": "datatrove CCNetPerplexityStats",
     }
     measured = {
         key: Measurement(names[key], len(texts), megabytes, t[key], peak_mb=memory.get(key))

@@ -253,12 +253,16 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: b
             comparison(
                 f"split sentences {lang}",
                 corpus,
-                Measurement("split_sentences", len(sample), total / 1e6, seconds[ours], peak_mb=memory.get(ours)),
+                Measurement(
+                    "split_sentences", len(sample), total / 1e6, seconds[ours], peak_mb=memory.get(ours)
+                ),
                 Measurement(library, len(sample), total / 1e6, seconds[label], peak_mb=memory.get(label)),
             )
         )
     stage_name = "SplitLongDocuments stage (all docs)"
-    stage_speed = Measurement(stage_name, len(docs), size / 1e6, seconds[stage_name], peak_mb=memory.get(stage_name))
+    stage_speed = Measurement(
+        stage_name, len(docs), size / 1e6, seconds[stage_name], peak_mb=memory.get(stage_name)
+    )
     return [{"row": row, "stage": stage_speed} for row in rows] or [{"row": None, "stage": stage_speed}]
 
 

@@ -1,25 +1,26 @@
 """datatrove's equivalent of dataclean's default pipeline, runnable offline: for benchmarks only.
 
 datatrove is a benchmark-only dependency (`pip install datatrove tokenizers tldextract`: its
-import needs `tokenizers`, its stats steps `tldextract`); dataclean never imports it. Three things
-are changed here, inside the benchmark only, so that it runs on this machine and does the same
-work as dataclean:
+import needs `tokenizers`, its stats steps `tldextract`); dataclean never imports it. These
+changes are made here, inside the benchmark only, so that it runs on this machine and does the
+same work as dataclean:
 
 - Models. datatrove's CCNet perplexity (`datatrove.utils.perplexity.KenlmModel`) downloads KenLM
   and SentencePiece models from the Hugging Face hub (edugp/kenlm), which is impossible without
   network. `BundledKenlmModel` overrides its two model loaders to open dataclean's bundled files
   (`dataclean/data/lm/{en,zh}/model.arpa.gz` and `tokenizer.model`); everything else (its
   normalization, tokenization, per-line scoring) is datatrove's own code. Both tools therefore
-  query the same KenLM and SentencePiece models.
+  query the same KenLM and SentencePiece models. A worker process loads each model once and
+  keeps it for its next tasks (datatrove would load it in every task), as dataclean does.
 - Languages. `CCNetPerplexityStats` scores with one model; `CCNetPerplexityByLanguage` keeps one
   `BundledKenlmModel` per language and picks it by the document's `lang` (the corpus's column, as
   CCNet picks a model after language identification).
 - Tokens for MinHash. datatrove's "whitespace" word tokenizer calls spaCy and its xxhash call
-  passes str where xxhash 4 wants bytes; bench_dedup's `SplitTokenizer` (str.split) and
-  `_xxh64_text` work around both. `ScriptTokenizer` adds what dataclean's dedup does for
-  unsegmented scripts: a text that is at least 30% Han/Kana/Thai is split into characters, so
-  Chinese documents get character 5-grams on both sides (with str.split alone a Chinese document
-  is one token, has no 5-gram and is never compared).
+  passes str where xxhash 4 wants bytes; `SplitTokenizer` (str.split) and `xxh64_text` work
+  around both (bench_dedup's datatrove comparison uses them too). `ScriptTokenizer` adds what
+  dataclean's dedup does for unsegmented scripts: a text that is at least 30% Han/Kana/Thai is
+  split into characters, so Chinese documents get character 5-grams on both sides (with str.split
+  alone a Chinese document is one token, has no 5-gram and is never compared).
 
 The pipeline (`run`), datatrove's MinHash recipe around dataclean's stages:
   1. ParquetReader -> FTFYFormatter -> ParquetWriter (the repaired text) -> MinhashDedupSignature
@@ -46,11 +47,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import regex
+import xxhash
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_dedup import SplitTokenizer, _xxh64_text  # noqa: E402
 from dataclean import columns as C  # noqa: E402
 
 BUNDLED = ROOT / "dataclean" / "data" / "lm"
@@ -59,8 +60,27 @@ _UNSEGMENTED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}]")
 try:  # benchmark-only dependency
     from datatrove.pipeline.stats import CCNetPerplexityStats
     from datatrove.utils.perplexity import KenlmModel, SentencePiece
+    from datatrove.utils.word_tokenizers import WordTokenizer
 except ImportError:  # pragma: no cover - datatrove absent: the comparisons that need it are skipped
-    KenlmModel = SentencePiece = CCNetPerplexityStats = object
+    KenlmModel = SentencePiece = CCNetPerplexityStats = WordTokenizer = object
+
+
+class SplitTokenizer(WordTokenizer):  # type: ignore[misc, valid-type]
+    """A plain whitespace tokenizer (datatrove's own WhitespaceTokenizer calls spaCy)."""
+
+    def word_tokenize(self, text: str) -> list[str]:
+        return text.split()
+
+    def sent_tokenize(self, text: str) -> list[str]:
+        return [text]
+
+    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return [(0, len(text))]
+
+
+def xxh64_text(text: str) -> int:
+    """datatrove 0.10 hands str to xxhash, which xxhash 4 refuses: encode first."""
+    return xxhash.xxh64_intdigest(text.encode("utf-8"))
 
 
 # Models loaded in this process, by (file): datatrove loads its models in every task (each task
@@ -168,7 +188,7 @@ def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
     shutil.rmtree(work, ignore_errors=True)
     config = MinhashConfig()
     signer = MinhashDedupSignature(str(work / "sigs"), config=config, language=ScriptTokenizer())
-    signer._hash_func = _xxh64_text
+    signer._hash_func = xxh64_text
     repaired = str(work / "repaired")
     stages = [
         (

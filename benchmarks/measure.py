@@ -15,6 +15,7 @@ Benchmarks only: tests never import this module.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -37,10 +38,8 @@ def _resident_bytes() -> int | None:
 
 def _hand_back_free_memory() -> None:
     gc.collect()
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # glibc only
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
     try:
         import pyarrow as pa
 
