@@ -137,7 +137,8 @@ def main() -> None:
         f"identically, {better} with less mojibake left (ftfy badness), {worse} with more"
     )
     if args.json:
-        corpus = f"{len(docs):,} docs, {megabytes:.1f} MB web + Chinese, 3% with mojibake ({source})"
+        kind = "web + Chinese" if have_shared() else "generated text"
+        corpus = f"{len(docs):,} docs, {megabytes:.1f} MB {kind}, 3% with mojibake"
         dataclean = Measurement("CleanText stage", len(docs), megabytes, ours, peak_mb=ours_memory.megabytes)
         rows = [
             comparison(

@@ -88,7 +88,8 @@ def main() -> None:
         line, measured = measure(stage, stage._loaded[lang], lang, texts, args.repeat)
         print(line)
         name = {"en": "WikiText-2 test paragraphs", "zh": "CMRC2018 paragraphs"}[lang]
-        corpus = f"{lang}: {len(texts):,} docs, {measured['stage'].megabytes:.1f} MB ({name}, {source})"
+        name = name if source == "reference data" else source
+        corpus = f"{lang}: {len(texts):,} docs, {measured['stage'].megabytes:.1f} MB ({name})"
         for reference in ("kenlm", "datatrove"):
             if reference in measured:
                 rows.append(comparison(f"perplexity {lang}", corpus, measured["stage"], measured[reference]))

@@ -246,7 +246,7 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: b
         )
     print()
     rows = []
-    corpus = f"{lang}: {len(sample)} docs over the budget, {total / 1e6:.2f} MB of {size / 1e6:.1f} MB"
+    corpus = f"{lang}: {len(sample)} docs over the budget, {total / 1e6:.2f} MB (the libraries' sample)"
     for library, label in labels.items():
         ours = "split_sentences (library sample)"
         rows.append(

@@ -232,11 +232,18 @@ def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
     return {"stage_seconds": stage_seconds, "step_seconds": steps}
 
 
+def _read_documents(folder: Path) -> pa.Table:
+    """A writer's `id` and `metadata` columns (none when it wrote nothing)."""
+    if folder.is_dir() and any(folder.rglob("*.parquet")):
+        return pq.read_table(folder, columns=["id", "metadata"])
+    metadata = pa.struct([("minhash_cluster_id", pa.int64())])
+    return pa.table({"id": pa.array([], pa.string()), "metadata": pa.array([], metadata)})
+
+
 def decisions(work: Path, folder: Path) -> dict[str, int]:
     """The run's dedup decisions as `bench_dedup.precision_recall` reads them: `data/` and
     `excluded/` with `id` and `dup_cluster` (the id of the document its cluster kept)."""
-    kept = pq.read_table(work / "out", columns=["id", "metadata"])
-    removed = pq.read_table(work / "removed", columns=["id", "metadata"])
+    kept, removed = (_read_documents(work / name) for name in ("out", "removed"))
     cluster_of = {
         name: pc.struct_field(table.column("metadata"), "minhash_cluster_id")
         for name, table in (("kept", kept), ("removed", removed))
