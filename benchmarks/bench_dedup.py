@@ -230,7 +230,7 @@ class RayExecutor:
         self.workers = workers
         self.task = ray.remote(num_cpus=1)(_call)
 
-    def map(self, fn: Any, items: Any, on_result: Any = None) -> list[Any]:
+    def map(self, fn: Any, items: Any, on_result: Any = None, light: bool = False) -> list[Any]:
         function = self.ray.put(fn)
         pending = {self.task.remote(function, item): index for index, item in enumerate(items)}
         results: list[Any] = [None] * len(pending)
