@@ -65,7 +65,7 @@ except ImportError:  # pragma: no cover - datatrove absent: the comparisons that
     KenlmModel = SentencePiece = CCNetPerplexityStats = WordTokenizer = object
 
 
-class SplitTokenizer(WordTokenizer):  # type: ignore[misc, valid-type]
+class SplitTokenizer(WordTokenizer):  # type: ignore[misc]
     """A plain whitespace tokenizer (datatrove's own WhitespaceTokenizer calls spaCy)."""
 
     def word_tokenize(self, text: str) -> list[str]:
@@ -107,17 +107,17 @@ def _kenlm(path: Path) -> Any:
     return _LOADED[str(path)]
 
 
-class BundledSentencePiece(SentencePiece):  # type: ignore[misc, valid-type]
+class BundledSentencePiece(SentencePiece):  # type: ignore[misc]
     """datatrove's SentencePiece wrapper, loading dataclean's bundled tokenizer, not the hub's."""
 
     @property
     def model(self) -> Any:
-        if self._model is None:
+        if self._model is None:  # type: ignore[has-type]
             self._model = _sentencepiece(BUNDLED / self.model_name / "tokenizer.model")
         return self._model
 
 
-class BundledKenlmModel(KenlmModel):  # type: ignore[misc, valid-type]
+class BundledKenlmModel(KenlmModel):  # type: ignore[misc]
     """datatrove's KenlmModel (CCNet normalization and scoring) on dataclean's bundled model."""
 
     def __init__(self, language: str) -> None:
@@ -125,18 +125,18 @@ class BundledKenlmModel(KenlmModel):  # type: ignore[misc, valid-type]
 
     @property
     def model(self) -> Any:
-        if self._model is None:
+        if self._model is None:  # type: ignore[has-type]
             self._model = _kenlm(BUNDLED / self.language / "model.arpa.gz")
         return self._model
 
     @property
     def tokenizer(self) -> Any:
-        if self._tokenizer is None:
+        if self._tokenizer is None:  # type: ignore[has-type]
             self._tokenizer = BundledSentencePiece(self.model_dataset, self.language)
         return self._tokenizer
 
 
-class CCNetPerplexityByLanguage(CCNetPerplexityStats):  # type: ignore[misc, valid-type]
+class CCNetPerplexityByLanguage(CCNetPerplexityStats):  # type: ignore[misc]
     """datatrove's CCNet perplexity stats with one bundled model per language (by `lang`)."""
 
     def __init__(self, output_folder: str, languages: tuple[str, ...] = ("en", "zh")) -> None:
@@ -148,7 +148,7 @@ class CCNetPerplexityByLanguage(CCNetPerplexityStats):  # type: ignore[misc, val
         return {"ccnet_perplexity": model.get_perplexity(doc.text) if model else -1.0}
 
 
-class ScriptTokenizer(SplitTokenizer):  # type: ignore[misc]
+class ScriptTokenizer(SplitTokenizer):
     """Whitespace words, or characters for a text that is mostly an unsegmented script."""
 
     def word_tokenize(self, text: str) -> list[str]:

@@ -29,6 +29,7 @@ pysbd, sentencex, blingfire (split rows); each row is skipped when its library i
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -179,7 +180,9 @@ def pipeline_rows(
     steps = theirs["step_seconds"]
 
     def step(*needles: str) -> float:
-        return sum(seconds for name, seconds in steps.items() if any(needle in name for needle in needles))
+        return float(
+            sum(seconds for name, seconds in steps.items() if any(needle in name for needle in needles))
+        )
 
     def stage(name: str, label: str) -> Measurement:
         # A barrier's fit is driver wall time while its tasks may keep every worker busy: counted
@@ -226,7 +229,9 @@ def stage_benchmarks(work: Path, quick: bool) -> list[dict[str, Any]]:
         result = work / script.replace(".py", ".json")
         command = [sys.executable, str(ROOT / "benchmarks" / script), *options, "--json", str(result)]
         print(f"  {script} {' '.join(options)}", flush=True)
-        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{script} failed:\n{done.stderr[-3000:]}")
         rows += json.loads(result.read_text())["rows"]
     return rows
 
@@ -235,21 +240,22 @@ def signature_rows(corpus: Path, docs: int) -> list[dict[str, Any]]:
     """bench_dedup's signature speed: ours from raw text against datasketch's per-document loop."""
     table = pa.concat_tables(pq.read_table(path) for path in sorted(corpus.glob("*.parquet"))).slice(0, docs)
     speed = bench_dedup.signature_speed(table.column(C.TEXT).to_pylist(), table.column(C.LANG).to_pylist())
-    note = f"{speed['docs']:,} docs, {speed['MB']} MB of the labeled corpus"
+    docs = int(speed["docs"])
+    note = f"{docs:,} docs, {speed['MB']} MB of the labeled corpus"
     return [
         comparison(
             "dedup signatures",
             note,
             Measurement(
-                "MinHash from raw text (128 perm.)",
-                speed["docs"],
+                "MinHash from raw text, 128 permutations",
+                docs,
                 speed["MB"],
                 speed["ours_seconds"],
                 peak_mb=speed["ours_peak_MB"],
             ),
             Measurement(
                 "datasketch per-document MinHash (xxh32, shingles pre-built)",
-                speed["docs"],
+                docs,
                 speed["MB"],
                 speed["datasketch_seconds"],
                 peak_mb=speed["datasketch_peak_MB"],
@@ -348,6 +354,20 @@ def _text_megabytes(folder: Path) -> float:
     return total / 1e6
 
 
+def compare_pipelines(corpus: Path, work: Path, runs: int, shards: int, note: str) -> dict[str, Any]:
+    """The pipeline rows, the dedup quality of both tools and the runs' details."""
+    ours, theirs = run_pipelines(corpus, work, runs, shards)
+    decided = {tool: work / "decisions" / tool for tool in ("dataclean", "datatrove")}
+    dataclean_decisions(work / "dataclean", decided["dataclean"])
+    theirs.update(decisions(work / "datatrove", decided["datatrove"]))
+    print("dedup precision/recall ...", flush=True)
+    return {
+        "rows": pipeline_rows(note, ours, theirs, _text_megabytes(work / "datatrove" / "out")),
+        "quality": dedup_quality(corpus, decided),
+        "pipelines": {"dataclean": {k: v for k, v in ours.items() if k != "stats"}, "datatrove": theirs},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of about 2 minutes")
@@ -363,44 +383,35 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     source = str(SHARED) if have_shared() else "generated text (no ../shared/data)"
-    print(f"{date.today()}; {machine()}; load {load()}; data: {source}", flush=True)
+    report: dict[str, Any] = {"date": str(date.today()), "machine": machine(), "data": source}
+    print(f"{report['date']}; {report['machine']}; load {load()}; data: {source}", flush=True)
 
     corpus = work / "corpus"
     bench_dedup.build_corpus(corpus, docs, args.shards)
-    corpus_note = f"{docs:,} docs, {_text_megabytes(corpus):.0f} MB: bench_dedup's labeled corpus"
-    print(f"corpus: {corpus_note}, {args.shards} shards", flush=True)
-
-    print(f"pipelines, {runs} run(s) each ...", flush=True)
-    ours, theirs = run_pipelines(corpus, work, runs, args.shards)
-    decided = {tool: work / "decisions" / tool for tool in ("dataclean", "datatrove")}
-    dataclean_decisions(work / "dataclean", decided["dataclean"])
-    theirs.update(decisions(work / "datatrove", decided["datatrove"]))
-    print("dedup precision/recall ...", flush=True)
-    quality = dedup_quality(corpus, decided)
-    rows = pipeline_rows(corpus_note, ours, theirs, _text_megabytes(work / "datatrove" / "out"))
-
+    note = f"{docs:,} docs, {_text_megabytes(corpus):.0f} MB: bench_dedup's labeled corpus"
+    print(f"corpus: {note}, {args.shards} shards", flush=True)
+    report.update(rows=[], quality={})
+    if importlib.util.find_spec("datatrove") is None:
+        print(
+            "no pipeline comparison: datatrove is not installed (pip install datatrove tokenizers tldextract)"
+        )
+    else:
+        print(f"pipelines, {runs} run(s) each ...", flush=True)
+        report.update(compare_pipelines(corpus, work, runs, args.shards, note))
     if not args.skip_stages:
         print("stage benchmarks ...", flush=True)
-        rows += signature_rows(corpus, 2000 if args.quick else 5000)
-        rows += stage_benchmarks(work, args.quick)
+        report["rows"] += signature_rows(corpus, 2000 if args.quick else 5000)
+        report["rows"] += stage_benchmarks(work, args.quick)
 
-    report = {
-        "date": str(date.today()),
-        "machine": machine(),
-        "data": source,
-        "rows": rows,
-        "quality": quality,
-    }
-    report["pipelines"] = {"dataclean": {k: v for k, v in ours.items() if k != "stats"}, "datatrove": theirs}
     (work / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print()
-    print(table(rows, quality))
+    print(table(report["rows"], report["quality"]))
     print()
-    print(
-        f"pipeline runs (s): dataclean {ours['all_runs_seconds']}, datatrove {theirs['all_runs_seconds']}; "
-        f"1-minute load average {load()} at the end; {time.perf_counter() - started:.0f} s in all; "
-        f"details: {work / 'report.json'}"
-    )
+    if "pipelines" in report:
+        seconds = {tool: run["all_runs_seconds"] for tool, run in report["pipelines"].items()}
+        print(f"pipeline runs (wall seconds): {seconds}")
+    print(f"{time.perf_counter() - started:.0f} s in all, 1-minute load average {load()} at the end")
+    print(f"details: {work / 'report.json'}")
 
 
 if __name__ == "__main__":
