@@ -42,6 +42,9 @@ import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.corpus import SHARED, generated_docs, have_shared
+from benchmarks.datatrove_equivalent import SplitTokenizer, xxh64_text
+from benchmarks.measure import PeakMemory
 from dataclean import columns as C
 from dataclean.dedup.minhash import band_keys, signatures
 from dataclean.dedup.partition import peak_memory_bytes
@@ -49,19 +52,7 @@ from dataclean.dedup.shingles import CHARACTERS, Normalized, shingles
 from dataclean.stage import FitContext
 from dataclean.stages.dedup import DropDuplicates
 
-
-def _shared_data() -> Path:
-    """$DATACLEAN_SHARED_DATA, else ../shared/data beside the repository or its worktree folder."""
-    if "DATACLEAN_SHARED_DATA" in os.environ:
-        return Path(os.environ["DATACLEAN_SHARED_DATA"])
-    root = Path(__file__).resolve().parents[1]
-    for candidate in (root.parent / "shared" / "data", root.parent.parent / "shared" / "data"):
-        if candidate.exists():
-            return candidate
-    raise SystemExit("reference data not found: set DATACLEAN_SHARED_DATA")
-
-
-DATA = _shared_data()
+DATA = SHARED
 EDIT_RATES = (0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2)
 
 
@@ -75,6 +66,11 @@ def _detokenize(line: str) -> str:
 
 
 def sentence_pools() -> dict[str, list[str]]:
+    if not have_shared():  # generated stand-in text (benchmarks.corpus), split into sentences
+        docs = generated_docs(4000)
+        words = [s for doc in docs if doc.isascii() for s in doc.split(" of ") if len(s.split()) >= 4]
+        han = [doc[i : i + 40] for doc in docs if not doc.isascii() for i in range(0, len(doc), 40)]
+        return {"en": words, "zh": [s for s in han if len(s) >= 8]}
     english: list[str] = []
     for path in sorted((DATA / "en" / "gutenberg").glob("*.txt")):
         english += [_detokenize(s.strip()) for s in path.read_text(encoding="utf-8").splitlines()]
@@ -182,26 +178,35 @@ def build_corpus(folder: Path, docs: int, shards: int, seed: int = 7) -> None:
 # ---------------------------------------------------------------- signature throughput
 
 
-def signature_speed(texts: list[str], langs: list[str]) -> dict[str, float]:
+def signature_speed(texts: list[str], langs: list[str]) -> dict[str, Any]:
     from datasketch import MinHash
 
     sizes = sum(len(text.encode()) for text in texts) / 1e6
     modes = [CHARACTERS if lang == "zh" else 0 for lang in langs]
     prepared = [shingles(text, 5, mode) for text, mode in zip(texts, modes, strict=True)]
-    started = time.perf_counter()
-    for row_shingles in prepared:
-        minhash = MinHash(num_perm=128, seed=1, hashfunc=xxhash.xxh32_intdigest)
-        minhash.update_batch(row_shingles)
-    theirs = time.perf_counter() - started
+    with PeakMemory() as theirs_memory:
+        started = time.perf_counter()
+        kept = []  # the signatures are kept, as ours are
+        for row_shingles in prepared:
+            minhash = MinHash(num_perm=128, seed=1, hashfunc=xxhash.xxh32_intdigest)
+            minhash.update_batch(row_shingles)
+            kept.append(minhash.hashvalues)
+        theirs = time.perf_counter() - started
+    del kept
     array = pa.array(texts)
     lang_array = pa.array(langs)
     best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        normalized = Normalized(array)
-        signatures(normalized.data, normalized.offsets, normalized.modes(lang_array), 5, 128, 1)
-        best = min(best, time.perf_counter() - started)
+    with PeakMemory() as ours_memory:
+        for _ in range(3):
+            started = time.perf_counter()
+            normalized = Normalized(array)
+            signatures(normalized.data, normalized.offsets, normalized.modes(lang_array), 5, 128, 1)
+            best = min(best, time.perf_counter() - started)
     return {
+        "datasketch_seconds": theirs,
+        "ours_seconds": best,
+        "datasketch_peak_MB": theirs_memory.megabytes,
+        "ours_peak_MB": ours_memory.megabytes,
         "docs": len(texts),
         "MB": round(sizes, 1),
         "datasketch_docs_per_s": round(len(texts) / theirs),
@@ -420,29 +425,6 @@ def precision_recall(
 
 # ---------------------------------------------------------------- datatrove
 
-try:  # benchmark-only dependency
-    from datatrove.utils.word_tokenizers import WordTokenizer
-except ImportError:  # pragma: no cover - datatrove absent: its comparison is skipped
-    WordTokenizer = object
-
-
-class SplitTokenizer(WordTokenizer):  # type: ignore[misc, valid-type]
-    """A plain whitespace tokenizer (datatrove's own WhitespaceTokenizer calls spaCy)."""
-
-    def word_tokenize(self, text: str) -> list[str]:
-        return text.split()
-
-    def sent_tokenize(self, text: str) -> list[str]:
-        return [text]
-
-    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
-        return [(0, len(text))]
-
-
-def _xxh64_text(text: str) -> int:
-    """datatrove 0.10 hands str to xxhash, which xxhash 4 refuses: encode first."""
-    return xxhash.xxh64_intdigest(text.encode("utf-8"))
-
 
 def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, Any]:
     from datatrove.executor import LocalPipelineExecutor
@@ -465,7 +447,7 @@ def datatrove_dedup(shards_folder: Path, work: Path, tasks: int) -> dict[str, An
         return ParquetReader(str(shards_folder), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT)
 
     signer = MinhashDedupSignature(str(base / "sigs"), config=config, language=tokenizer)
-    signer._hash_func = _xxh64_text
+    signer._hash_func = xxh64_text
     stages = [
         ([reader(), signer], tasks),
         (

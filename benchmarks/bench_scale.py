@@ -89,6 +89,7 @@ class _MemorySampler(threading.Thread):
         self.pid = pid
         self.driver = 0
         self.worker = 0
+        self.largest_child = 0
         self.total = 0
         self.stop = threading.Event()
 
@@ -106,10 +107,26 @@ class _MemorySampler(threading.Thread):
                 workers = [rss for rss, cmd in others if "MapWorker" in cmd or "default_worker" in cmd]
                 self.driver = max(self.driver, driver)
                 self.worker = max([self.worker, *workers])
+                self.largest_child = max([self.largest_child, *(rss for rss, _ in others)])
                 self.total = max(self.total, driver + sum(rss for rss, _ in others))
             except psutil.Error:
                 pass
             self.stop.wait(0.5)
+
+
+def run_measured(command: list[str], label: str) -> tuple[float, _MemorySampler]:
+    """Run `command` from the repository root; its wall seconds and its process tree's memory."""
+    env = {**os.environ, "RAY_DATA_LOG_LEVEL": "ERROR"}
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sampler = _MemorySampler(process.pid)
+    sampler.start()
+    _, stderr = process.communicate()
+    seconds = time.perf_counter() - started
+    sampler.stop.set()
+    if process.returncode != 0:
+        raise SystemExit(f"{label} failed:\n{stderr.decode()[-3000:]}")
+    return seconds, sampler
 
 
 def run_config(corpus: Path, out: Path, executor: str, workers: int) -> dict[str, Any]:
@@ -129,16 +146,7 @@ def run_config(corpus: Path, out: Path, executor: str, workers: int) -> dict[str
         "--workers",
         str(workers),
     ]
-    env = {**os.environ, "RAY_DATA_LOG_LEVEL": "ERROR"}
-    started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    sampler = _MemorySampler(process.pid)
-    sampler.start()
-    _, stderr = process.communicate()
-    seconds = time.perf_counter() - started
-    sampler.stop.set()
-    if process.returncode != 0:
-        raise SystemExit(f"{executor}/{workers} failed:\n{stderr.decode()[-3000:]}")
+    seconds, sampler = run_measured(command, f"{executor}/{workers}")
     stats = json.loads((out / "stats.json").read_text())
     return {
         "executor": executor,

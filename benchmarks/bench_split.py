@@ -1,6 +1,6 @@
 """Speed (MB/s per core) and sentence agreement of the split stage, on English and Chinese.
 
-Usage: python benchmarks/bench_split.py [--max-chars 2000] [--repeat 3] [--no-libraries]
+Usage: python benchmarks/bench_split.py [--max-chars 2000] [--repeat 3] [--no-libraries] [--json PATH]
 
 Corpora come from the team's reference data (`$DATACLEAN_SHARED_DATA`, else `../shared/data`
 beside the repository): English = WikiText-2 articles and Project Gutenberg books (both
@@ -16,6 +16,9 @@ the budget, where installed (benchmark-only, optional: `pip install pysbd senten
 Agreement: on the same sample, the share of pysbd's sentence ends that `split_sentences` also
 finds (recall) and the share of ours that pysbd also finds (precision). Neither is ground truth;
 large disagreement would point at a rule to check.
+
+`--json PATH` also writes, per language and library, `split_sentences` against the library on the
+same sample (speed and peak memory above the input, see benchmarks/measure.py) for run_all.py.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.corpus import SHARED as DATA
+from benchmarks.measure import Measurement, PeakMemory, comparison, write_json
 from dataclean.stages.clean import CleanText
 from dataclean.stages.split import SplitLongDocuments, chunk_text, split_sentences
 
@@ -100,16 +105,22 @@ def generated_docs(lang: str, count: int = 400, seed: int = 0) -> list[str]:
     return docs
 
 
-def best_seconds(cases: dict[str, tuple[Callable[[], object], int]], repeat: int) -> dict[str, float]:
+def best_seconds(
+    cases: dict[str, tuple[Callable[[], object], int]], repeat: int, memory: dict[str, float] | None = None
+) -> dict[str, float]:
     """Best time of each case, run round-robin (case after case, `repeat` rounds) so that all see
-    the same load on a shared machine; a case's own count caps its rounds (slow libraries: 1)."""
+    the same load on a shared machine; a case's own count caps its rounds (slow libraries: 1).
+    `memory`, if given, receives each case's peak memory above its start (MiB, max of runs)."""
     best = dict.fromkeys(cases, float("inf"))
     for round_ in range(repeat):
         for name, (function, rounds) in cases.items():
             if round_ < rounds:
-                start = time.perf_counter()
-                function()
-                best[name] = min(best[name], time.perf_counter() - start)
+                with PeakMemory() as peak:
+                    start = time.perf_counter()
+                    function()
+                    best[name] = min(best[name], time.perf_counter() - start)
+                if memory is not None and peak.megabytes is not None:
+                    memory[name] = max(memory.get(name, 0.0), peak.megabytes)
     return best
 
 
@@ -161,8 +172,9 @@ def library_segmenters(lang: str) -> dict[str, Callable[[str], Any]]:
     return found
 
 
-def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: bool) -> None:
-    """Print one language's speeds against the references, chunk figures and pysbd agreement."""
+def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: bool) -> list[dict[str, Any]]:
+    """Print one language's speeds against the references, chunk figures and pysbd agreement;
+    return split_sentences against each library on the library sample (run_all's rows)."""
     size = sum(len(doc.encode("utf-8")) for doc in docs)
     long_docs = [doc for doc in docs if len(doc) > max_chars]
     long_size = sum(len(doc.encode("utf-8")) for doc in long_docs)
@@ -195,11 +207,17 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: b
     sizes = dict.fromkeys(cases, size)
     sizes["chunk_text (docs over budget)"] = long_size
     segmenters = library_segmenters(lang) if libraries else {}
+    labels = {}
+    if segmenters:
+        cases["split_sentences (library sample)"] = (lambda: [split_sentences(doc) for doc in sample], repeat)
+        sizes["split_sentences (library sample)"] = total
     for library, segment in segmenters.items():
         label = f"reference: {library} ({len(sample)} long docs, {total // 1000} KB)"
         cases[label] = (lambda segment=segment: [segment(doc) for doc in sample], 1)
         sizes[label] = total
-    seconds = best_seconds(cases, repeat)
+        labels[library] = label
+    memory: dict[str, float] = {}
+    seconds = best_seconds(cases, repeat, memory)
     speeds = {name: sizes[name] / seconds[name] for name in cases}
     by_split = speeds["reference: str.split()"]
     by_clean = speeds["reference: CleanText stage (all docs)"]
@@ -227,6 +245,25 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: b
             f"{both / ours_total:.3f} ({theirs_total} pysbd sentence ends, {ours_total} ours)"
         )
     print()
+    rows = []
+    corpus = f"{lang}: {len(sample)} docs over the budget, {total / 1e6:.2f} MB (the libraries' sample)"
+    for library, label in labels.items():
+        ours = "split_sentences (library sample)"
+        rows.append(
+            comparison(
+                f"split sentences {lang}",
+                corpus,
+                Measurement(
+                    "split_sentences", len(sample), total / 1e6, seconds[ours], peak_mb=memory.get(ours)
+                ),
+                Measurement(library, len(sample), total / 1e6, seconds[label], peak_mb=memory.get(label)),
+            )
+        )
+    stage_name = "SplitLongDocuments stage (all docs)"
+    stage_speed = Measurement(
+        stage_name, len(docs), size / 1e6, seconds[stage_name], peak_mb=memory.get(stage_name)
+    )
+    return [{"row": row, "stage": stage_speed} for row in rows] or [{"row": None, "stage": stage_speed}]
 
 
 def main() -> None:
@@ -234,6 +271,7 @@ def main() -> None:
     parser.add_argument("--max-chars", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-libraries", action="store_true", help="skip pysbd & co.")
+    parser.add_argument("--json", help="also write the comparisons here (for run_all.py)")
     args = parser.parse_args()
     real = DATA.is_dir()
     corpora = {
@@ -242,8 +280,13 @@ def main() -> None:
     }
     print(f"data: {DATA if real else 'generated (no reference data found)'}")
     print(f"budget: max_chars={args.max_chars}; best of {args.repeat} runs; one core\n")
+    rows, stages = [], {}
     for lang, docs in corpora.items():
-        report(lang, docs, args.max_chars, args.repeat, not args.no_libraries)
+        found = report(lang, docs, args.max_chars, args.repeat, not args.no_libraries)
+        rows += [item["row"] for item in found if item["row"] is not None]
+        stages[lang] = asdict(found[0]["stage"])
+    if args.json:
+        write_json(args.json, rows, stage=stages)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,18 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("DATACLEAN_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def _shared_data() -> Path:
+    """$DATACLEAN_SHARED_DATA, else ../shared/data beside the repository (or beside the folder of
+    its git worktree); the first candidate when none exists (benchmarks then use generated text)."""
+    if "DATACLEAN_SHARED_DATA" in os.environ:
+        return Path(os.environ["DATACLEAN_SHARED_DATA"])
+    candidates = [ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "data"]
+    return next((path for path in candidates if path.is_dir()), candidates[0])
+
+
+SHARED = _shared_data()
 
 
 def have_shared() -> bool:

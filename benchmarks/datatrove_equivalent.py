@@ -1,0 +1,285 @@
+"""datatrove's equivalent of dataclean's default pipeline, runnable offline: for benchmarks only.
+
+datatrove is a benchmark-only dependency (`pip install datatrove tokenizers tldextract`: its
+import needs `tokenizers`, its stats steps `tldextract`); dataclean never imports it. These
+changes are made here, inside the benchmark only, so that it runs on this machine and does the
+same work as dataclean:
+
+- Models. datatrove's CCNet perplexity (`datatrove.utils.perplexity.KenlmModel`) downloads KenLM
+  and SentencePiece models from the Hugging Face hub (edugp/kenlm), which is impossible without
+  network. `BundledKenlmModel` overrides its two model loaders to open dataclean's bundled files
+  (`dataclean/data/lm/{en,zh}/model.arpa.gz` and `tokenizer.model`); everything else (its
+  normalization, tokenization, per-line scoring) is datatrove's own code. Both tools therefore
+  query the same KenLM and SentencePiece models. A worker process loads each model once and
+  keeps it for its next tasks (datatrove would load it in every task), as dataclean does.
+- Languages. `CCNetPerplexityStats` scores with one model; `CCNetPerplexityByLanguage` keeps one
+  `BundledKenlmModel` per language and picks it by the document's `lang` (the corpus's column, as
+  CCNet picks a model after language identification).
+- Tokens for MinHash. datatrove's "whitespace" word tokenizer calls spaCy and its xxhash call
+  passes str where xxhash 4 wants bytes; `SplitTokenizer` (str.split) and `xxh64_text` work
+  around both (bench_dedup's datatrove comparison uses them too). `ScriptTokenizer` adds what
+  dataclean's dedup does for unsegmented scripts: a text that is at least 30% Han/Kana/Thai is
+  split into characters, so Chinese documents get character 5-grams on both sides (with str.split
+  alone a Chinese document is one token, has no 5-gram and is never compared).
+
+The pipeline (`run`), datatrove's MinHash recipe around dataclean's stages:
+  1. ParquetReader -> FTFYFormatter -> ParquetWriter (the repaired text) -> MinhashDedupSignature
+  2. MinhashDedupBuckets (one task per bucket)      3. MinhashDedupCluster (one task)
+  4. ParquetReader (the repaired text) -> MinhashDedupFilter (removed documents to an exclusion
+     writer, cluster ids kept) -> CCNetPerplexityByLanguage -> ParquetWriter
+The repaired text is written once in step 1 so that ftfy runs once per document (re-running it in
+step 4 would be slower); MinhashConfig is datatrove's default (14 buckets x 8 hashes, 5-grams).
+
+    python benchmarks/datatrove_equivalent.py INPUT_FOLDER WORK_FOLDER [--tasks 16] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import regex
+import xxhash
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dataclean import columns as C  # noqa: E402
+
+BUNDLED = ROOT / "dataclean" / "data" / "lm"
+_UNSEGMENTED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}]")
+
+try:  # benchmark-only dependency
+    from datatrove.pipeline.stats import CCNetPerplexityStats
+    from datatrove.utils.perplexity import KenlmModel, SentencePiece
+    from datatrove.utils.word_tokenizers import WordTokenizer
+except ImportError:  # pragma: no cover - datatrove absent: the comparisons that need it are skipped
+    KenlmModel = SentencePiece = CCNetPerplexityStats = WordTokenizer = object
+
+
+class SplitTokenizer(WordTokenizer):  # type: ignore[misc]
+    """A plain whitespace tokenizer (datatrove's own WhitespaceTokenizer calls spaCy)."""
+
+    def word_tokenize(self, text: str) -> list[str]:
+        return text.split()
+
+    def sent_tokenize(self, text: str) -> list[str]:
+        return [text]
+
+    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return [(0, len(text))]
+
+
+def xxh64_text(text: str) -> int:
+    """datatrove 0.10 hands str to xxhash, which xxhash 4 refuses: encode first."""
+    return xxhash.xxh64_intdigest(text.encode("utf-8"))
+
+
+# Models loaded in this process, by (file): datatrove loads its models in every task (each task
+# gets a fresh copy of the pipeline); dataclean loads them once per worker. Reusing them across a
+# worker's tasks here keeps model loading out of the comparison (about 0.16 s per task).
+_LOADED: dict[str, Any] = {}
+
+
+def _sentencepiece(path: Path) -> Any:
+    if str(path) not in _LOADED:
+        import sentencepiece
+
+        model = sentencepiece.SentencePieceProcessor()
+        model.load(str(path))
+        _LOADED[str(path)] = model
+    return _LOADED[str(path)]
+
+
+def _kenlm(path: Path) -> Any:
+    if str(path) not in _LOADED:
+        import kenlm
+
+        _LOADED[str(path)] = kenlm.Model(str(path))
+    return _LOADED[str(path)]
+
+
+class BundledSentencePiece(SentencePiece):  # type: ignore[misc]
+    """datatrove's SentencePiece wrapper, loading dataclean's bundled tokenizer, not the hub's."""
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:  # type: ignore[has-type]
+            self._model = _sentencepiece(BUNDLED / self.model_name / "tokenizer.model")
+        return self._model
+
+
+class BundledKenlmModel(KenlmModel):  # type: ignore[misc]
+    """datatrove's KenlmModel (CCNet normalization and scoring) on dataclean's bundled model."""
+
+    def __init__(self, language: str) -> None:
+        super().__init__("dataclean-bundled", language)
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:  # type: ignore[has-type]
+            self._model = _kenlm(BUNDLED / self.language / "model.arpa.gz")
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:  # type: ignore[has-type]
+            self._tokenizer = BundledSentencePiece(self.model_dataset, self.language)
+        return self._tokenizer
+
+
+class CCNetPerplexityByLanguage(CCNetPerplexityStats):  # type: ignore[misc]
+    """datatrove's CCNet perplexity stats with one bundled model per language (by `lang`)."""
+
+    def __init__(self, output_folder: str, languages: tuple[str, ...] = ("en", "zh")) -> None:
+        super().__init__(output_folder, "dataclean-bundled", groups_to_compute=["summary", "histogram"])
+        self.models = {lang: BundledKenlmModel(lang) for lang in languages}
+
+    def extract_stats(self, doc: Any) -> dict[str, int | float]:
+        model = self.models.get(doc.metadata.get(C.LANG, "en"))
+        return {"ccnet_perplexity": model.get_perplexity(doc.text) if model else -1.0}
+
+
+class ScriptTokenizer(SplitTokenizer):
+    """Whitespace words, or characters for a text that is mostly an unsegmented script."""
+
+    def word_tokenize(self, text: str) -> list[str]:
+        if len(_UNSEGMENTED.findall(text)) * 10 >= len(text) * 3:
+            return [character for character in text if not character.isspace()]
+        return text.split()
+
+
+def _step_seconds(stats: Any) -> dict[str, float]:
+    """Each step's own seconds, summed over tasks. A step that times its whole loop (MinHash
+    signatures) also holds the time of the steps that feed it: those are taken off."""
+    steps = [(step.name, step.time_stats.total) for step in stats.stats]
+    own: dict[str, float] = {}
+    upstream = 0.0
+    for name, seconds in steps:
+        if "MinHash stage 1" in name:
+            seconds -= upstream
+        own[name] = own.get(name, 0.0) + seconds
+        upstream += seconds
+    return own
+
+
+def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
+    """The datatrove pipeline over `source`'s Parquet shards; outputs under `work`."""
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.pipeline.formatters import FTFYFormatter
+    from datatrove.pipeline.readers import ParquetReader
+    from datatrove.pipeline.writers import ParquetWriter
+
+    shutil.rmtree(work, ignore_errors=True)
+    config = MinhashConfig()
+    signer = MinhashDedupSignature(str(work / "sigs"), config=config, language=ScriptTokenizer())
+    signer._hash_func = xxh64_text
+    repaired = str(work / "repaired")
+    stages = [
+        (
+            [
+                ParquetReader(str(source), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT),
+                FTFYFormatter(),
+                ParquetWriter(repaired, expand_metadata=True),  # lang stays a column
+                signer,
+            ],
+            tasks,
+        ),
+        ([MinhashDedupBuckets(str(work / "sigs"), str(work / "buckets"), config=config)], config.num_buckets),
+        ([MinhashDedupCluster(str(work / "buckets"), str(work / "remove"), config, save_cluster_id=True)], 1),
+        (
+            [
+                ParquetReader(repaired, glob_pattern="*.parquet"),
+                MinhashDedupFilter(
+                    str(work / "remove"),
+                    exclusion_writer=ParquetWriter(str(work / "removed")),
+                    load_cluster_ids=True,
+                ),
+                CCNetPerplexityByLanguage(str(work / "perplexity")),
+                ParquetWriter(str(work / "out")),
+            ],
+            tasks,
+        ),
+    ]
+    stage_seconds, steps = [], {}
+    for number, (pipeline, count) in enumerate(stages):
+        started = time.perf_counter()
+        stats = LocalPipelineExecutor(
+            pipeline=pipeline,
+            tasks=count,
+            workers=workers,
+            logging_dir=str(work / f"logs{number}"),
+            skip_completed=False,
+        ).run()
+        stage_seconds.append(round(time.perf_counter() - started, 2))
+        for name, seconds in _step_seconds(stats).items():
+            steps[f"{number + 1}: {name}"] = round(seconds, 2)
+    return {"stage_seconds": stage_seconds, "step_seconds": steps}
+
+
+def _read_documents(folder: Path) -> pa.Table:
+    """A writer's `id` and `metadata` columns (none when it wrote nothing)."""
+    if folder.is_dir() and any(folder.rglob("*.parquet")):
+        return pq.read_table(folder, columns=["id", "metadata"])
+    metadata = pa.struct([("minhash_cluster_id", pa.int64())])
+    return pa.table({"id": pa.array([], pa.string()), "metadata": pa.array([], metadata)})
+
+
+def decisions(work: Path, folder: Path) -> dict[str, int]:
+    """The run's dedup decisions as `bench_dedup.precision_recall` reads them: `data/` and
+    `excluded/` with `id` and `dup_cluster` (the id of the document its cluster kept)."""
+    kept, removed = (_read_documents(work / name) for name in ("out", "removed"))
+    cluster_of = {
+        name: pc.struct_field(table.column("metadata"), "minhash_cluster_id")
+        for name, table in (("kept", kept), ("removed", removed))
+    }
+    keeper = {
+        cluster: doc
+        for doc, cluster in zip(kept.column("id").to_pylist(), cluster_of["kept"].to_pylist(), strict=True)
+        if cluster != -1
+    }
+    shutil.rmtree(folder, ignore_errors=True)
+    for name, table, sub in (("kept", kept, "data"), ("removed", removed, "excluded")):
+        (folder / sub).mkdir(parents=True)
+        clusters = [
+            keeper.get(cluster) if cluster != -1 else None for cluster in cluster_of[name].to_pylist()
+        ]
+        out = pa.table({C.ID: table.column("id"), C.DUP_CLUSTER: pa.array(clusters, pa.string())})
+        pq.write_table(out, folder / sub / "decisions.parquet")
+    return {"kept": kept.num_rows, "removed": removed.num_rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path, help="folder of Parquet shards (id, text, lang)")
+    parser.add_argument("work", type=Path)
+    parser.add_argument("--tasks", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="write the timings here")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    result = run(args.source, args.work, args.tasks, args.workers)
+    result["seconds"] = round(time.perf_counter() - started, 2)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    else:
+        print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
