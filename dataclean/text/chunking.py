@@ -364,5 +364,6 @@ def load_tokenizer(spec: str) -> Tokenizer:
         return _EncodingIds(tokenizers.Tokenizer.from_file(target))
     import transformers
 
-    pretrained: Tokenizer = transformers.AutoTokenizer.from_pretrained(target)
+    # Never a download at run time: a local folder, or a model already in the user's cache.
+    pretrained: Tokenizer = transformers.AutoTokenizer.from_pretrained(target, local_files_only=True)
     return pretrained
