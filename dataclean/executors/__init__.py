@@ -1,4 +1,4 @@
-"""Executors run work items in parallel: `local` (in-process) and `ray` (Ray Data)."""
+"""Executors run work items in parallel: `local` (in-process) and `ray` (Ray tasks)."""
 
 from __future__ import annotations
 

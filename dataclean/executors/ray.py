@@ -1,57 +1,56 @@
-"""The Ray executor: Ray Data `map_batches` over the work items, with a pool of actors.
+"""The Ray executor: plain Ray tasks over the work items, the mapped function kept per worker.
 
-(`map(..., light=True)`, for the short steps of a barrier's `fit`, runs plain Ray tasks instead:
-an actor pool costs one to three seconds to start, longer than those steps take.)
+Each item (a shard for a stage group, or a step of a barrier's `fit`) is one Ray task, retried
+when its worker process dies; at most `workers` run at once, and the next item goes to whichever
+finishes first (shards differ in size). The mapped function (a `GroupWorker` with its stages) goes
+to the object store once per `map`; each worker process deserializes it, and loads its stages'
+models, once, then keeps it for the other items it runs. Ray reuses its worker processes across
+tasks and maps, so imports and compiled kernels load once per process for the whole run.
 
-Each work item is one row of a Ray Data dataset; `map_batches` runs a callable class, so every
-actor deserializes the mapped function (a `GroupWorker` with its stages) once and keeps it: models
-load once per worker, never once per batch. Actors are restarted and their tasks retried when a
-worker process dies. Without an address, an embedded local Ray starts with all local cores (or
-`workers`); with one, the executor joins that cluster. Only this module imports Ray.
+Why not Ray Data's `map_batches`: it starts a new actor pool (new processes importing numba and
+KenLM again) for every dataset it executes. A run executes one `map` per stage group plus four
+in dedup's `fit`, and that start-up (1-3 s each here) held the 1M-document benchmark to a 1.37x
+speed-up from 1 to 2 workers; with plain tasks it is 1.57x (`benchmarks/bench_scale.py`).
+Rows never pass through the object store: workers read and write Parquet under OUT/.
+
+Without an address, an embedded local Ray starts with all local cores (or `workers`); with one,
+the executor joins that cluster. Only this module imports Ray.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import pickle
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-
-import pyarrow as pa
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class _Apply:
-    """The Ray Data callable class: holds the mapped function and the items for one `map` call."""
-
-    def __init__(self, payload: bytes) -> None:
-        fn, items = pickle.loads(payload)
-        self.fn = fn
-        self.items = items
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        indices = batch.column("index").to_pylist()
-        results = [pickle.dumps(self.fn(self.items[i])) for i in indices]
-        return pa.table({"index": indices, "result": pa.array(results, pa.binary())})
+_FUNCTIONS: dict[str, Any] = {}
 
 
-def _call_item(fn: Callable[[T], R], item: T) -> R:
-    """A plain Ray task: `fn` arrives resolved from the object store (shipped once per map)."""
+def _call_item(wrapped: list[Any], item: T) -> Any:
+    """A plain Ray task. The function comes by reference (wrapped in a list, so Ray does not
+    resolve it) and is kept per worker process: a process that runs several items of one map
+    deserializes the function, and loads its stages' models, once."""
+    import ray
+
+    key = wrapped[0].hex()
+    fn = _FUNCTIONS.get(key)
+    if fn is None:
+        _FUNCTIONS.clear()  # one map at a time: drop the previous map's function and models
+        fn = _FUNCTIONS[key] = ray.get(wrapped[0])
     return fn(item)
 
 
 class RayExecutor:
-    """`map` on Ray Data with `workers` actors (default: every CPU of the cluster)."""
+    """`map` as plain Ray tasks, `workers` at a time (default: every CPU of the cluster)."""
 
     def __init__(self, address: str | None = None, workers: int | None = None) -> None:
-        # Ray Data reads its log level when first imported: keep its INFO chatter off the CLI.
-        os.environ.setdefault("RAY_DATA_LOG_LEVEL", "ERROR")
         import ray
-        import ray.data
 
         self._started_here = False
         if not ray.is_initialized():
@@ -68,10 +67,6 @@ class RayExecutor:
                 self._started_here = True
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, min(workers or cpus, cpus))
-        context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False
-        context.print_on_execution_start = False
-        context.verbose_stats_logs = False
 
     def map(
         self,
@@ -84,40 +79,15 @@ class RayExecutor:
 
         if not items:
             return []
-        if light:
-            return self._tasks(fn, items, on_result)
         for module in list(sys.modules.values()):
             if getattr(module, "__dataclean_recipe__", False):  # a user's recipe file
                 ray.cloudpickle.register_pickle_by_value(module)
-        # cloudpickle: functions and classes defined in scripts and notebooks travel too. The
-        # payload (the worker with its stages, and small task descriptors) goes by value so a
-        # restarted actor can always rebuild it.
-        payload = ray.cloudpickle.dumps((fn, list(items)))
-        dataset = ray.data.from_items(
-            [{"index": i} for i in range(len(items))], override_num_blocks=len(items)
-        ).map_batches(
-            _Apply,
-            fn_constructor_args=(payload,),
-            batch_size=1,
-            batch_format="pyarrow",
-            compute=ray.data.ActorPoolStrategy(size=min(self.workers, len(items))),
-            num_cpus=1,  # Ray Data's actor pools restart dead actors and retry their tasks
-        )
-        results: dict[int, R] = {}
-        for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
-            for index, blob in zip(
-                batch.column("index").to_pylist(), batch.column("result").to_pylist(), strict=True
-            ):
-                results[index] = pickle.loads(blob)
-                if on_result is not None:
-                    on_result(index, results[index])
-        return [results[i] for i in range(len(items))]
+        return self._tasks(fn, items, on_result)
 
     def _tasks(
         self, fn: Callable[[T], R], items: Sequence[T], on_result: Callable[[int, R], None] | None
     ) -> list[R]:
-        """Plain Ray tasks (retried if their worker dies), at most `workers` in flight: no actor
-        pool to start, which is what the short steps of a barrier's `fit` need."""
+        """Plain Ray tasks, retried if their worker process dies, at most `workers` in flight."""
         import ray
 
         function = ray.put(fn)
@@ -128,7 +98,7 @@ class RayExecutor:
         while queue or pending:
             while queue and len(pending) < self.workers:
                 index, item = queue.pop(0)
-                pending[remote.remote(function, item)] = index
+                pending[remote.remote([function], item)] = index
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 index = pending.pop(ref)
