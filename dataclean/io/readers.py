@@ -91,6 +91,12 @@ class _BatchBuilder:
     def full(self) -> bool:
         return len(self.ids) >= self.options.batch_rows or self.bytes >= self.options.batch_bytes
 
+    def emit(self) -> Iterator[pa.Table]:
+        """The collected rows as one batch, if there are any."""
+        table = self.flush()
+        if table is not None:
+            yield table
+
     def flush(self) -> pa.Table | None:
         if not self.ids:
             return None
@@ -209,12 +215,8 @@ def read_jsonl(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
                     text, reason = json.dumps(text, ensure_ascii=False), "non_string_text"
                 builder.add(text, bad, record_id, record, reason)
         if builder.full():
-            table = builder.flush()
-            if table is not None:
-                yield table
-    table = builder.flush()
-    if table is not None:
-        yield table
+            yield from builder.emit()
+    yield from builder.emit()
 
 
 def read_text(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
@@ -230,12 +232,8 @@ def read_text(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
             text, bad = decode_utf8(line)
             builder.add(text, bad)
             if builder.full():
-                table = builder.flush()
-                if table is not None:
-                    yield table
-    table = builder.flush()
-    if table is not None:
-        yield table
+                yield from builder.emit()
+    yield from builder.emit()
 
 
 def _decode_binary(values: pa.Array) -> tuple[pa.Array, pa.Array]:
