@@ -6,7 +6,9 @@ Library errors (`DatacleanError`) become one line on stderr and a non-zero exit,
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import click
@@ -21,7 +23,7 @@ from dataclean.feedback.cli import feedback
 from dataclean.io.readers import ReadOptions
 from dataclean.lm.cli import lm, perplexity_settings
 from dataclean.recipes import load_recipe
-from dataclean.run import run_pipeline
+from dataclean.run import run_pipeline, write_run_report
 
 console = Console(stderr=True)
 
@@ -183,7 +185,6 @@ def run(
     settings = (*perplexity_settings(lm_models, max_ppl, drop_ppl_fraction), *settings)
     if quarantine_list is not None:
         settings = (*settings, f"quarantine.path={quarantine_list}")
-    stages = select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
     read_options = ReadOptions(
         text_column=text_column,
         id_column=id_column,
@@ -191,7 +192,17 @@ def run(
         batch_rows=batch_rows,
         on_error=on_error,  # type: ignore[arg-type]
     )
-    engine = make_executor(executor, address, workers)
+    with ThreadPoolExecutor(1) as pool:
+        # `ray.init` mostly waits for Ray's processes to start: import the recipe's stages meanwhile.
+        loading = pool.submit(
+            lambda: select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
+        )
+        engine = make_executor(executor, address, workers)
+        try:
+            stages = loading.result()
+        except BaseException:
+            engine.close()
+            raise
     try:
         with Progress(
             TextColumn("{task.description}"),
@@ -219,9 +230,18 @@ def run(
                 keep_work,
                 progress,
                 pipeline_name=recipe,
+                report=False,
             )
-    finally:
+    except BaseException:
         engine.close()
+        raise
+    # Ray's shutdown waits about a second for its processes to exit: write the report meanwhile.
+    closing = threading.Thread(target=engine.close, name="dataclean-executor-close")
+    closing.start()
+    try:
+        write_run_report(output)
+    finally:
+        closing.join()
     if not quiet:
         # Not a terminal (a log, a pipe): print wide enough to keep stage and reason names whole.
         Console(width=None if sys.stdout.isatty() else 120).print(summary_table(stats))

@@ -153,11 +153,13 @@ def run_pipeline(
     keep_work: bool = False,
     progress: Progress | None = None,
     pipeline_name: str = "custom",
+    report: bool = True,
 ) -> dict[str, Any]:
     """Run `stages` over `inputs` into `output`; returns the stats written to OUT/stats.json.
 
     `inputs`: paths, globs or folders (local or any pyarrow filesystem URI), `hf:PATH` specs,
-    `save_to_disk` folders, or `datasets.Dataset`/`DatasetDict` objects.
+    `save_to_disk` folders, or `datasets.Dataset`/`DatasetDict` objects. `report=False` leaves
+    OUT/report.html to the caller (`write_run_report`), e.g. to write it while Ray shuts down.
     """
     started = time.perf_counter()
     read_options = read_options or ReadOptions()
@@ -226,11 +228,12 @@ def run_pipeline(
     write_json(f"{layout.root}/manifest.json", manifest)
     if not keep_work:
         remove_tree(layout.work)
-    _write_report(layout.root)
+    if report:
+        write_run_report(layout.root)
     return stats
 
 
-def _write_report(root: str) -> None:
+def write_run_report(root: str) -> None:
     """OUT/report.html; a report that cannot be built is a warning, never a failed run."""
     try:
         from dataclean.report import write_report
