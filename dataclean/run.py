@@ -8,9 +8,10 @@ with another config refuses (naming the changed settings) unless told to overwri
 
 Memory: the driver holds the shard list, one small stats dict per (group, shard) task and what
 each barrier's `fit` needs (see each GlobalStage's docstring); never rows. A worker holds one
-batch (`ReadOptions.batch_rows` rows, at most about `batch_bytes` of text) plus its stages'
-models. Rows move between groups as Parquet files under OUT/_work written by the workers, not
-through the Ray object store, so the store carries only task descriptors and stats.
+batch (`ReadOptions.batch_rows` rows, at most about `batch_bytes` of text), one row group being
+buffered per output folder (`dataclean.io.writers.ROW_GROUP_BYTES`) and its stages' models.
+Rows move between groups as Parquet files under OUT/_work written by the workers, not through the
+Ray object store, so the store carries only task descriptors and stats.
 """
 
 from __future__ import annotations

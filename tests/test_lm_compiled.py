@@ -151,3 +151,30 @@ def test_models_the_compiled_tokenizer_does_not_reproduce_fall_back_to_sentencep
         minloglevel=2,
     )
     assert not is_supported(with_symbols.getvalue())
+
+
+def test_the_shipped_normalization_table_is_current_and_equals_the_built_one() -> None:
+    """The package ships the table so workers do not spend half a second building it; after a
+    change to the normalization, `python scripts/build_charmap.py` must rebuild it."""
+    from dataclean.lm import charmap
+
+    with np.load(charmap.shipped_path()) as saved:
+        assert str(saved["fingerprint"]) == charmap.fingerprint(), "run python scripts/build_charmap.py"
+    charmap._shipped.cache_clear()
+    shipped = charmap._shipped()
+    assert shipped is not None
+    built = charmap.build_normalization_table()
+    assert np.array_equal(shipped["index"], built.index) and np.array_equal(shipped["pool"], built.pool)
+    assert int(shipped["expansion"]) == built.expansion
+    assert np.array_equal(shipped["whitespace"], charmap._build_whitespace_codes())
+
+
+def test_a_stale_shipped_table_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclean.lm import charmap
+
+    monkeypatch.setattr(charmap, "fingerprint", lambda: "built from another normalization")
+    charmap._shipped.cache_clear()
+    try:
+        assert charmap._shipped() is None
+    finally:
+        charmap._shipped.cache_clear()

@@ -112,4 +112,23 @@ class RayExecutor:
         import ray
 
         if self._started_here and ray.is_initialized():
+            _stop_autoscaler_monitor()
             ray.shutdown()
+
+
+def _stop_autoscaler_monitor() -> None:
+    """Kill the embedded cluster's autoscaler monitor before `ray.shutdown`.
+
+    The monitor does not exit on SIGTERM, so `ray.shutdown` waits out its whole one-second grace
+    period for it (measured: 1.01 of the 1.11 s shutdown) before killing it anyway. On a one-node
+    embedded cluster it has no state to save. This uses Ray's private node handle; if that is not
+    there (another Ray version), shutdown simply takes the extra second.
+    """
+    try:
+        from ray._private import ray_constants, worker
+
+        node = worker._global_node
+        if node is not None:
+            node._kill_process_type(ray_constants.PROCESS_TYPE_MONITOR, check_alive=False)
+    except Exception as error:  # never fail a finished run over a faster shutdown
+        logging.getLogger(__name__).debug("autoscaler monitor not stopped early: %s", error)

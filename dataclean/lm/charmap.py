@@ -13,17 +13,28 @@ collapses any run of whitespace inside a line into one space.
 Layout: `index[code]` is `IDENTITY` (the character stays), `UNSAFE`, or a position `k` in `pool`,
 where `pool[k]` is the length `n` of the replacement and `pool[k + 1 : k + 1 + n]` its code points
 (`n` = 0 deletes the character).
+
+Building the table normalizes every code point, about half a second, which every worker process
+paid on its first batch. So the table ships in the package (`data/lm/charmap.npz`, 60 KB) with a
+fingerprint of what it was built from (`normalize.py`'s source, the Unicode database version);
+when the fingerprint differs it is built here instead. Rebuild the shipped file with
+`python scripts/build_charmap.py` after changing the normalization.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
+from dataclean.lm import normalize
 from dataclean.lm.normalize import kept_combining, normalize_text
 
 IDENTITY = 0
@@ -53,9 +64,37 @@ def _every_character() -> tuple[np.ndarray, str]:
     return codes, interleaved.tobytes().decode("utf-32-le")
 
 
+def fingerprint() -> str:
+    """What the table depends on: the normalization's source and Python's Unicode database."""
+    source = Path(normalize.__file__).read_bytes()
+    basis = f"{unicodedata.unidata_version}|{sys.maxunicode}|".encode() + source
+    return hashlib.sha256(basis).hexdigest()
+
+
+def shipped_path() -> Path:
+    return Path(str(resources.files("dataclean") / "data" / "lm" / "charmap.npz"))
+
+
+@functools.cache
+def _shipped() -> dict[str, np.ndarray] | None:
+    """The shipped arrays, or None when missing or built from another normalization."""
+    path = shipped_path()
+    if not path.exists():
+        return None
+    with np.load(path) as saved:
+        if str(saved["fingerprint"]) != fingerprint():
+            return None
+        return {name: saved[name] for name in ("index", "pool", "expansion", "whitespace")}
+
+
 @functools.cache
 def whitespace_codes() -> np.ndarray:
     """The code points `str.split()` splits at, but "\n"."""
+    shipped = _shipped()
+    return shipped["whitespace"] if shipped is not None else _build_whitespace_codes()
+
+
+def _build_whitespace_codes() -> np.ndarray:
     _, every_char = _every_character()
     return np.array(sorted(ord(c) for c in set(re.findall(r"\s", every_char)) if c != "\n"), np.int32)
 
@@ -76,6 +115,14 @@ def whitespace_table() -> CharTable:
 @functools.cache
 def normalization_table() -> CharTable:
     """`normalize_text` followed by whitespace collapsing, as a table (module docstring)."""
+    shipped = _shipped()
+    if shipped is not None:
+        return CharTable(shipped["index"], shipped["pool"], int(shipped["expansion"]))
+    return build_normalization_table()
+
+
+def build_normalization_table() -> CharTable:
+    """Compute the table from `normalize_text` (about half a second)."""
     codes, every_char = _every_character()
     # Normalize every character in one call, each followed by "\n": NFD never reorders across a
     # "\n" (combining class 0) and "\n" itself maps to itself.
@@ -104,3 +151,18 @@ def normalization_table() -> CharTable:
     pool[positions[segment] + 1 + within] = normalized[starts[replaced][segment] + within]
     expansion = np.max(lengths / _utf8_lengths(codes[replaced]), initial=1.0)
     return CharTable(index, pool, int(np.ceil(expansion)))
+
+
+def save_shipped() -> Path:
+    """Build the table and write it, with its fingerprint, where the package looks for it."""
+    table = build_normalization_table()
+    path = shipped_path()
+    np.savez_compressed(
+        path,
+        index=table.index,
+        pool=table.pool,
+        expansion=np.int64(table.expansion),
+        whitespace=_build_whitespace_codes(),
+        fingerprint=np.str_(fingerprint()),
+    )
+    return path
