@@ -5,9 +5,9 @@ Library errors (`DatacleanError`) become one line on stderr and a non-zero exit,
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,9 +19,7 @@ from rich.table import Table
 from dataclean.config import parse_settings, select_stages
 from dataclean.errors import DatacleanError
 from dataclean.executors import make_executor
-from dataclean.feedback.cli import feedback
 from dataclean.io.readers import ReadOptions
-from dataclean.lm.cli import lm, perplexity_settings
 from dataclean.recipes import load_recipe
 from dataclean.run import run_pipeline, write_run_report
 
@@ -30,6 +28,20 @@ console = Console(stderr=True)
 
 def _split(values: tuple[str, ...]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def perplexity_settings(
+    models: tuple[str, ...], max_ppl: tuple[str, ...], drop_fraction: float | None
+) -> list[str]:
+    """`dataclean run`'s --lm / --max-ppl / --drop-ppl-fraction as `--set` strings."""
+    settings = []
+    if models:
+        settings.append(f"perplexity.models={','.join(models)}")
+    if max_ppl:
+        settings.append(f"perplexity_filter.max_ppl={','.join(max_ppl)}")
+    if drop_fraction is not None:
+        settings.append(f"perplexity_filter.drop_fraction={drop_fraction}")
+    return settings
 
 
 def summary_table(stats: dict[str, Any]) -> Table:
@@ -62,8 +74,22 @@ def summary_table(stats: dict[str, Any]) -> Table:
     return table
 
 
+# Subcommands imported when used: `dataclean run` should not wait for pandas and numba before it
+# starts Ray (its stages import what they need while Ray starts).
+LAZY_COMMANDS = {"feedback": "dataclean.feedback.cli", "lm": "dataclean.lm.cli"}
+
+
 class _Handled(click.Group):
-    """Turns DatacleanError into one line on stderr and its exit code."""
+    """Turns DatacleanError into one line on stderr and its exit code; imports subcommands lazily."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY_COMMANDS:
+            command = getattr(importlib.import_module(LAZY_COMMANDS[name]), name)
+            return command if isinstance(command, click.Command) else None
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -264,14 +290,7 @@ def report(output: str, earlier: str | None) -> None:
     click.echo(f"wrote {write_report(output, earlier)}")
 
 
-cli.add_command(lm)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `dataclean` command and `python -m dataclean`."""
     cli.main(args=argv, prog_name="dataclean")
 
-
-COMMANDS: list[Callable[..., Any]] = []
-
-cli.add_command(feedback)

@@ -40,20 +40,6 @@ def _prune(value: str) -> tuple[int, ...]:
     return thresholds or (0,)
 
 
-def perplexity_settings(
-    models: tuple[str, ...], max_ppl: tuple[str, ...], drop_fraction: float | None
-) -> list[str]:
-    """`dataclean run`'s --lm / --max-ppl / --drop-ppl-fraction as `--set` strings."""
-    settings = []
-    if models:
-        settings.append(f"perplexity.models={','.join(models)}")
-    if max_ppl:
-        settings.append(f"perplexity_filter.max_ppl={','.join(max_ppl)}")
-    if drop_fraction is not None:
-        settings.append(f"perplexity_filter.drop_fraction={drop_fraction}")
-    return settings
-
-
 lm = click.Group("lm", help="Reference language models for perplexity (CCNet recipe).")
 
 
