@@ -293,4 +293,3 @@ def report(output: str, earlier: str | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `dataclean` command and `python -m dataclean`."""
     cli.main(args=argv, prog_name="dataclean")
-

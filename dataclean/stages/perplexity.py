@@ -181,12 +181,12 @@ class FilterPerplexity(GlobalStage):
         )
 
     def fit(self, context: FitContext) -> None:
-        """Exact per-language percentiles over all shards' summaries (two streaming passes)."""
+        """Exact per-language percentiles over all shards' summaries (two passes, each a map)."""
         low, high = self.bucket_percentiles
         wanted = [low / 100.0, high / 100.0]
         if self.drop_fraction > 0:
             wanted.append(1.0 - self.drop_fraction)
-        quantiles = exact_quantiles(context.summaries, C.LANG, C.PPL, wanted)
+        quantiles = exact_quantiles(context.summaries, C.LANG, C.PPL, wanted, context.executor)
         self.cutoffs = {lang: values[:2] for lang, values in quantiles.items()}
         if self.drop_fraction > 0:
             self.worst_above = {lang: values[2] for lang, values in quantiles.items()}
