@@ -101,6 +101,20 @@ class _MemorySampler(threading.Thread):
         self.largest_child = 0
         self.total = 0
         self.stop = threading.Event()
+        # Last CPU seconds (user + system) seen per process, by role: what each part of the run
+        # cost, including processes that exited before the end.
+        self.cpu: dict[int, tuple[str, float]] = {}
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds by role: `driver`, `workers` (Ray workers) and `ray` (Ray's own processes)."""
+        totals = {"driver": 0.0, "workers": 0.0, "ray": 0.0}
+        for role, seconds in self.cpu.values():
+            totals[role] += seconds
+        return totals
+
+    def _note_cpu(self, process: Any, role: str) -> None:
+        times = process.cpu_times()
+        self.cpu[process.pid] = (role, times.user + times.system)
 
     def run(self) -> None:
         import psutil
@@ -113,9 +127,12 @@ class _MemorySampler(threading.Thread):
                 children = root.children(recursive=True)
                 if self.cluster:
                     children += [p for p in psutil.process_iter() if p.name().startswith("ray::")]
+                self._note_cpu(root, "driver")
                 for child in children:
                     with contextlib.suppress(psutil.Error):
-                        others.append((child.memory_info().rss, " ".join(child.cmdline())))
+                        command = " ".join(child.cmdline())
+                        others.append((child.memory_info().rss, command))
+                        self._note_cpu(child, "workers" if _is_ray_worker(command) else "ray")
                 workers = [rss for rss, cmd in others if _is_ray_worker(cmd)]
                 self.driver = max(self.driver, driver)
                 self.worker = max([self.worker, *workers])
@@ -176,6 +193,7 @@ def run_config(
         "worker_mb": sampler.worker / 1e6,
         "total_mb": sampler.total / 1e6,
         "stages": {s["stage"]: round(s["seconds"], 1) for s in stats["stages"]},
+        "cpu": sampler.cpu_seconds(),
     }
 
 
@@ -250,6 +268,9 @@ def main() -> None:
         )
     local, ray1, ray2, cluster1, cluster2 = results
     print(f"stage seconds (summed over workers), ray x2: {ray2['stages']}")
+    for r in (ray1, ray2):
+        cpu = ", ".join(f"{role} {seconds:.1f}" for role, seconds in r["cpu"].items())
+        print(f"CPU seconds, {r['executor']} x{r['workers']}: {cpu}")
     print(
         f"speed-up 1 -> 2 Ray workers (target >= 1.7x): {ray1['seconds'] / ray2['seconds']:.2f}x with "
         f"embedded Ray started by each run, {cluster1['seconds'] / cluster2['seconds']:.2f}x on a running "
