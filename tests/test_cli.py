@@ -117,3 +117,11 @@ def _write(path: Path, data: bytes) -> Path:
 def _parquet(path: Path, columns: dict[str, list[object]]) -> Path:
     pq.write_table(pa.table(columns), path)
     return path
+
+
+def test_subcommands_that_load_on_demand_are_listed_and_run() -> None:
+    code, output = _invoke("--help")
+    assert code == 0 and all(name in output for name in ("run", "report", "feedback", "lm"))
+    for name in ("feedback", "lm"):
+        code, output = _invoke(name, "--help")
+        assert code == 0 and "Usage:" in output and name in output

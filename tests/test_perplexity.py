@@ -165,8 +165,10 @@ def test_exact_quantiles_match_numpy(tmp_path: Path) -> None:
         pq.write_table(pa.table({"k": ["a"] * len(part), "v": part}), path)
         paths.append(str(path))
     quantiles = [0.0001, 0.3, 0.5, 0.6, 0.998, 1.0]
-    got = exact_quantiles(paths, "k", "v", quantiles)["a"]
-    assert got == [np.quantile(values, q, method="inverted_cdf") for q in quantiles]
+    expected = [np.quantile(values, q, method="inverted_cdf") for q in quantiles]
+    assert exact_quantiles(paths, "k", "v", quantiles)["a"] == expected
+    # The same passes as maps over the files on an executor (the perplexity_filter fit's way).
+    assert exact_quantiles(paths, "k", "v", quantiles, LocalExecutor())["a"] == expected
 
 
 def test_whole_run_scores_buckets_and_drops_with_prefixed_reasons(tmp_path: Path) -> None:
