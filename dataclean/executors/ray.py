@@ -95,15 +95,21 @@ class RayExecutor:
         pending: dict[Any, int] = {}
         results: dict[int, R] = {}
         queue = list(enumerate(items))
-        while queue or pending:
+
+        def submit() -> None:
             while queue and len(pending) < self.workers:
                 index, item = queue.pop(0)
                 pending[remote.remote([function], item)] = index
+
+        while queue or pending:
+            submit()
             done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                index = pending.pop(ref)
+            finished = [pending.pop(ref) for ref in done]
+            for index, ref in zip(finished, done, strict=True):
                 results[index] = ray.get(ref)
-                if on_result is not None:
+            submit()  # the freed worker starts its next item while the driver handles this result
+            if on_result is not None:
+                for index in finished:
                     on_result(index, results[index])
         return [results[i] for i in range(len(items))]
 
