@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import xxhash
 
+from dataclean.dedup.hashing import xxh64_strings
 from dataclean.errors import OutputError
 from dataclean.io.shards import filesystem
 from dataclean.io.writers import exists, parquet_files, read_json
@@ -116,13 +116,11 @@ def sample_row_groups(files: Sequence[str], max_rows: int) -> tuple[dict[str, li
 
 
 def id_hashes(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """xxh3-64 of each id as uint64 (a null id hashes like the empty string)."""
-    values = ids.to_pylist()
-    return np.fromiter(
-        (xxhash.xxh3_64_intdigest((v or "").encode("utf-8", "surrogatepass")) for v in values),
-        dtype=np.uint64,
-        count=len(values),
-    )
+    """XXH64 of each id's UTF-8 bytes as uint64 (a null id hashes like the empty string), computed
+    by the compiled dedup kernel over the Arrow buffers: no Python object per id."""
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    return xxh64_strings(ids.cast(pa.large_string()))
 
 
 def reason_kinds(reasons: pa.Array | pa.ChunkedArray) -> pa.Array:
