@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,6 +23,7 @@ from dataclean.executors import make_executor
 from dataclean.io.readers import ReadOptions
 from dataclean.recipes import load_recipe
 from dataclean.run import run_pipeline, write_run_report
+from dataclean.stage import Stage
 
 console = Console(stderr=True)
 
@@ -103,6 +105,33 @@ class _Handled(click.Group):
 @click.version_option(package_name="dataclean")
 def cli() -> None:
     """dataclean: a data-quality pipeline for LLM training corpora."""
+
+
+def _start(
+    load_stages: Callable[[], list[Stage]], start_executor: Callable[[], Any]
+) -> tuple[list[Stage], Any]:
+    """The recipe's stages and a started executor. `ray.init` mostly waits for Ray's processes
+    to start, so the stages (and the modules they import) load meanwhile, in a thread. (Warming
+    the report's imports there too was measured: it made Ray's start-up vary by a second.)"""
+    with ThreadPoolExecutor(1) as pool:
+        loading = pool.submit(load_stages)
+        engine = start_executor()
+        try:
+            return loading.result(), engine
+        except BaseException:
+            engine.close()
+            raise
+
+
+def _close_writing_report(engine: Any, output: str) -> None:
+    """Close the executor and write OUT/report.html at once: Ray's shutdown mostly waits for its
+    processes to exit, the report mostly reads Parquet."""
+    closing = threading.Thread(target=engine.close, name="dataclean-executor-close")
+    closing.start()
+    try:
+        write_run_report(output)
+    finally:
+        closing.join()
 
 
 @cli.command()
@@ -218,18 +247,10 @@ def run(
         batch_rows=batch_rows,
         on_error=on_error,  # type: ignore[arg-type]
     )
-    with ThreadPoolExecutor(1) as pool:
-        # `ray.init` mostly waits for Ray's processes to start: import the recipe's stages meanwhile.
-        # (Warming the report's imports here too was measured: it made Ray's start-up vary by 1 s.)
-        loading = pool.submit(
-            lambda: select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
-        )
-        engine = make_executor(executor, address, workers)
-        try:
-            stages = loading.result()
-        except BaseException:
-            engine.close()
-            raise
+    stages, engine = _start(
+        lambda: select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings)),
+        lambda: make_executor(executor, address, workers),
+    )
     try:
         with Progress(
             TextColumn("{task.description}"),
@@ -262,13 +283,7 @@ def run(
     except BaseException:
         engine.close()
         raise
-    # Ray's shutdown waits about a second for its processes to exit: write the report meanwhile.
-    closing = threading.Thread(target=engine.close, name="dataclean-executor-close")
-    closing.start()
-    try:
-        write_run_report(output)
-    finally:
-        closing.join()
+    _close_writing_report(engine, output)
     if not quiet:
         # Not a terminal (a log, a pipe): print wide enough to keep stage and reason names whole.
         Console(width=None if sys.stdout.isatty() else 120).print(summary_table(stats))
