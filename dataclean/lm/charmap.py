@@ -79,10 +79,14 @@ def shipped_path() -> Path:
 def _shipped() -> dict[str, np.ndarray] | None:
     """The shipped arrays, or None when missing or built from another normalization."""
     path = shipped_path()
+    try:
+        current = fingerprint()
+    except OSError:  # no normalize.py source to compare with (a source-less install): build it
+        return None
     if not path.exists():
         return None
     with np.load(path) as saved:
-        if str(saved["fingerprint"]) != fingerprint():
+        if str(saved["fingerprint"]) != current:
             return None
         return {name: saved[name] for name in ("index", "pool", "expansion", "whitespace")}
 
