@@ -576,3 +576,15 @@ def test_split_gives_the_same_output_on_local_and_ray(tmp_path: Path, ray_execut
     on_ray = run_pipeline([str(inp)], str(tmp_path / "ray"), stages, ray_executor)
     assert _kept_by_id(tmp_path / "local" / "data") == _kept_by_id(tmp_path / "ray" / "data")
     assert local["totals"] == on_ray["totals"] and local["totals"]["invariant_holds"]
+
+
+def test_hf_tokenizer_specs_name_local_folders_only(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = {"[UNK]": 0, "hello": 1, "world": 2}
+    model = tokenizers.models.WordLevel(vocab, unk_token="[UNK]")
+    saved = tokenizers.Tokenizer(model)
+    saved.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    saved.save(str(tmp_path / "tokenizer.json"))
+    assert load_tokenizer(f"hf:{tmp_path}").encode("hello world again") == [1, 2, 0]
+    with pytest.raises(ValueError, match="nothing is downloaded"):
+        load_tokenizer("hf:gpt2")  # a hub name, not a folder: refused, never fetched

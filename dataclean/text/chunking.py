@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -344,26 +345,29 @@ def load_tokenizer(spec: str) -> Tokenizer:
 
     `sentencepiece:PATH` (or a path ending in .model): a SentencePiece model file;
     `tokenizers:PATH` (or a path ending in .json): a Hugging Face tokenizer.json;
-    `hf:NAME_OR_DIR`: `transformers.AutoTokenizer.from_pretrained` (a local folder, or a name
-    already in the user's cache). The libraries are imported only when asked for.
+    `hf:DIR`: a saved Hugging Face tokenizer folder (`save_pretrained`), read from its
+    tokenizer.json. Every spec names local files: nothing is downloaded at run time. The
+    libraries are imported only when asked for.
     """
     kind, sep, target = spec.partition(":")
     if not sep or kind not in ("sentencepiece", "tokenizers", "hf"):
         target = spec
         kind = "sentencepiece" if spec.endswith(".model") else "tokenizers"
         if not spec.endswith((".model", ".json")):
-            raise ValueError(f"tokenizer {spec!r}: use sentencepiece:PATH, tokenizers:PATH or hf:NAME")
+            raise ValueError(f"tokenizer {spec!r}: use sentencepiece:PATH, tokenizers:PATH or hf:DIR")
     if kind == "sentencepiece":
         import sentencepiece
 
         processor: Tokenizer = sentencepiece.SentencePieceProcessor(model_file=target)
         return processor
-    if kind == "tokenizers":
-        import tokenizers
+    if kind == "hf":
+        folder = target
+        target = os.path.join(folder, "tokenizer.json")
+        if not os.path.isfile(target):
+            raise ValueError(
+                f"tokenizer {spec!r}: hf:DIR takes a local folder holding a tokenizer.json "
+                "(a Hugging Face tokenizer saved with save_pretrained); nothing is downloaded"
+            )
+    import tokenizers
 
-        return _EncodingIds(tokenizers.Tokenizer.from_file(target))
-    import transformers
-
-    # Never a download at run time: a local folder, or a model already in the user's cache.
-    pretrained: Tokenizer = transformers.AutoTokenizer.from_pretrained(target, local_files_only=True)
-    return pretrained
+    return _EncodingIds(tokenizers.Tokenizer.from_file(target))
