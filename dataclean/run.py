@@ -208,14 +208,14 @@ def run_pipeline(
         if progress is not None:
             progress(label, count, len(shards))
 
-        def report(_index: int, _result: dict[str, Any], label: str = label) -> None:
+        def finished(_index: int, _result: dict[str, Any], label: str = label) -> None:
             nonlocal count
             count += 1
             if progress is not None:
                 progress(label, count, len(shards))
 
         all_stats.extend(done)
-        all_stats.extend(executor.map(worker, tasks, on_result=report))
+        all_stats.extend(executor.map(worker, tasks, on_result=finished))
         if group.observer is not None:
             summaries = parquet_files(layout.summaries(number))
             scratch = f"{layout.work}/fit-{group.observer.name}"

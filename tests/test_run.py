@@ -65,6 +65,15 @@ def test_output_layout_and_invariant_on_the_sample(tmp_path: Path) -> None:
     ]
 
 
+def test_report_is_left_to_the_caller_when_asked(tmp_path: Path) -> None:
+    # The CLI writes report.html itself while Ray shuts down; run_pipeline must not write it too.
+    _run([SAMPLE], tmp_path / "without", report=False)
+    assert (tmp_path / "without" / "stats.json").exists()
+    assert not (tmp_path / "without" / "report.html").exists()
+    _run([SAMPLE], tmp_path / "with")
+    assert (tmp_path / "with" / "report.html").stat().st_size > 0
+
+
 def test_reasons_are_asserted_per_row(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _run([write_jsonl(tmp_path / "in.jsonl", ROWS)], out)
