@@ -109,6 +109,21 @@ def test_python_dash_m_works_like_the_command(tmp_path: Path) -> None:
     assert "no such file or folder" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_the_program_exits_with_its_output_flushed(tmp_path: Path) -> None:
+    # The program leaves without the interpreter's teardown: its summary, pipes and files are complete.
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "dataclean", "run", str(SAMPLE), "-o", str(out), "--executor", "local"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    kept = json.loads((out / "stats.json").read_text())["totals"]["kept"]
+    assert "total" in result.stdout and result.stdout.endswith(f"wrote {out}: {kept:,} rows kept\n")
+    assert (out / "report.html").stat().st_size > 0
+
+
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
