@@ -14,7 +14,7 @@ from datasketch import MinHash
 from dataclean.dedup.components import Components
 from dataclean.dedup.hashing import xxh64, xxh64_strings
 from dataclean.dedup.lsh import candidate_probability, choose_bands
-from dataclean.dedup.minhash import as_datasketch, band_keys, signatures
+from dataclean.dedup.minhash import as_datasketch, band_keys, permutations, signatures
 from dataclean.dedup.partition import star_edges
 from dataclean.dedup.shingles import (
     CHARACTERS,
@@ -98,6 +98,14 @@ def test_shingles_words_characters_and_short_texts() -> None:
     assert shingles("中文", 5) == ["中文".encode()]
     assert shingles("", 5) == []
     assert shingles("?!", 5) == []
+
+
+@pytest.mark.parametrize(("num_perm", "seed"), [(128, 1), (64, 7), (256, 0), (3, 2**32 - 1)])
+def test_permutations_equal_datasketchs(num_perm: int, seed: int) -> None:
+    a, b = MinHash(num_perm=num_perm, seed=seed).permutations
+    ours_a, ours_b = permutations(num_perm, seed)
+    assert ours_a.dtype == ours_b.dtype == np.uint32
+    assert np.array_equal(ours_a, a) and np.array_equal(ours_b, b)
 
 
 @pytest.mark.parametrize(("num_perm", "seed", "ngram_size"), [(128, 1, 5), (64, 7, 3)])

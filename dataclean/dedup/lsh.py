@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from datasketch import MinHashLSH
-
 # Weight of a missed duplicate against a false candidate when choosing bands and rows.
 FALSE_NEGATIVE_WEIGHT = 0.98
 
@@ -27,6 +25,8 @@ def choose_bands(
     threshold: float, num_perm: int, false_negative_weight: float = FALSE_NEGATIVE_WEIGHT
 ) -> tuple[int, int]:
     """(bands, rows) from datasketch's optimizer, weighting false negatives as given."""
+    from datasketch import MinHashLSH  # here, not at the top: workers never need it (nor scipy)
+
     weights = (1.0 - false_negative_weight, false_negative_weight)
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=weights)
     return lsh.b, lsh.r

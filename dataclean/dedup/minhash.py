@@ -5,8 +5,10 @@ For each shingle s of a text, datasketch's `MinHash(num_perm, seed, hashfunc=Shi
 permutation j, min over shingles of (a_j * h + b_j) mod 2**32, with (a_j, b_j) drawn from
 `numpy.random.RandomState(seed)`. `signatures` computes exactly that for every row of a batch in
 one compiled loop (tokens hashed in place in the normalized buffer, four permutations per pass
-over the shingle hashes), taking the permutation parameters from datasketch itself so the two
-cannot drift apart. A row without shingles keeps the all-0xFFFFFFFF signature of an empty
+over the shingle hashes). The permutation parameters are drawn the way datasketch 2.0 draws them;
+a test compares them with datasketch's own, and every signature with a datasketch MinHash's.
+(Drawing them here keeps datasketch, and the scipy it imports, out of the worker processes: 0.2-0.4
+s of start-up each.) A row without shingles keeps the all-0xFFFFFFFF signature of an empty
 datasketch MinHash.
 
 `band_keys` turns a signature into one 64-bit key per LSH band: XXH64 of the band's values
@@ -20,22 +22,28 @@ datasketch MinHash.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
-from datasketch import LeanMinHash, MinHash
 
 from dataclean.dedup.hashing import xxh64
 from dataclean.dedup.shingles import WORDS, ShingleHash, shingle_hashes, token_hashes
+
+if TYPE_CHECKING:
+    from datasketch import LeanMinHash
 
 _EMPTY = np.uint32(0xFFFFFFFF)
 
 
 @lru_cache(maxsize=8)
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """datasketch's affine32 permutation parameters (a, b) for `num_perm` and `seed`."""
-    a, b = MinHash(num_perm=num_perm, seed=seed, hashfunc=ShingleHash(WORDS)).permutations
-    return np.ascontiguousarray(a, dtype=np.uint32), np.ascontiguousarray(b, dtype=np.uint32)
+    """datasketch's affine32 permutation parameters (a, b) for `num_perm` and `seed`: an odd
+    multiplier a and an offset b per permutation, drawn in that order from RandomState(seed)."""
+    generator = np.random.RandomState(seed)
+    a = generator.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+    b = generator.randint(0, 1 << 32, num_perm, dtype=np.uint32)
+    return np.ascontiguousarray(a), np.ascontiguousarray(b)
 
 
 @nb.njit(inline="always")
@@ -150,6 +158,8 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 def as_datasketch(signature: np.ndarray, seed: int) -> LeanMinHash:
     """A datasketch LeanMinHash holding one of our signatures (to use datasketch's own tools)."""
+    from datasketch import LeanMinHash, MinHash
+
     minhash = MinHash(
         num_perm=len(signature),
         seed=seed,

@@ -64,6 +64,8 @@ class DropDuplicates(GlobalStage):
     index: str | None = None
     decisions: str | None = field(default=None, init=False, repr=False)
     fit_stats: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    # (bands, rows), resolved once where the stage is built: workers get them with the stage.
+    _bands_rows: tuple[int, int] = field(default=(0, 0), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
@@ -93,14 +95,15 @@ class DropDuplicates(GlobalStage):
         unknown = [name for name in self.fold if name not in FOLDS]
         if unknown:
             raise ConfigError(f"dedup.fold: unknown {', '.join(unknown)} (valid: {', '.join(FOLDS)})")
-
-    def sketch(self) -> Sketch:
-        """How this stage summarizes texts (the part an index must share)."""
-        bands, rows = (
+        self._bands_rows = (
             (self.bands, self.rows)
             if self.bands is not None and self.rows is not None
             else choose_bands(self.threshold, self.num_perm)
         )
+
+    def sketch(self) -> Sketch:
+        """How this stage summarizes texts (the part an index must share)."""
+        bands, rows = self._bands_rows
         return Sketch(
             ngram_size=self.ngram_size,
             num_perm=self.num_perm,
