@@ -14,6 +14,7 @@ import pytest
 from dataclean import columns as C
 from dataclean.config import configure
 from dataclean.dedup.index import build_index
+from dataclean.dedup.reduce import PARTITION_BYTES, _partitions
 from dataclean.errors import ConfigError
 from dataclean.executors.local import LocalExecutor
 from dataclean.stage import FitContext
@@ -312,3 +313,12 @@ def test_local_and_ray_executors_agree(tmp_path: Path) -> None:
     finally:
         executor.close()
     assert local == remote
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+@pytest.mark.parametrize("size", [0.0, 5.5, 11.2, 40.0])
+def test_partition_counts_keep_every_worker_busy_in_the_last_round(workers: int, size: float) -> None:
+    count = _partitions(size * PARTITION_BYTES, workers)
+    assert count % workers == 0
+    assert count >= 2 * workers and count * PARTITION_BYTES >= size * PARTITION_BYTES
+    assert count < max(2 * workers, size + 1) + workers  # rounded up by less than one round

@@ -42,7 +42,12 @@ PARTITION_BYTES = 64 << 20
 
 
 def _partitions(total_bytes: float, workers: int) -> int:
-    return max(2 * max(workers, 1), math.ceil(total_bytes / PARTITION_BYTES))
+    """About `PARTITION_BYTES` each, at least two per worker, and a multiple of the worker count:
+    the map's last round then keeps every worker busy (11 partitions on 2 workers left one idle
+    for a whole partition)."""
+    workers = max(workers, 1)
+    count = max(2 * workers, math.ceil(total_bytes / PARTITION_BYTES))
+    return math.ceil(count / workers) * workers
 
 
 def source_files(
