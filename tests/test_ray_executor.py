@@ -1,4 +1,5 @@
-"""The embedded Ray executor shuts down without waiting on Ray's autoscaler monitor."""
+"""The embedded Ray executor: quick to start (short node wait) and to stop (no wait on the autoscaler
+monitor), and Ray as it was when the private API it uses fails."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ def test_close_stops_the_autoscaler_monitor_and_every_ray_process() -> None:
         """
         import psutil
         from ray._private import ray_constants, worker
-        from dataclean.executors.ray import RayExecutor, _stop_autoscaler_monitor
+        from dataclean.executors.ray import RayExecutor
+        from dataclean.executors.ray_startup import stop_autoscaler_monitor
 
         executor = RayExecutor(workers=1)
         assert executor.map(abs, [-3]) == [3]
         [monitor] = worker._global_node.all_processes[ray_constants.PROCESS_TYPE_MONITOR]
-        _stop_autoscaler_monitor()
+        stop_autoscaler_monitor()
         assert monitor.process.poll() is not None, "the monitor is still running"
         executor.close()
         children = psutil.Process().children(recursive=True)
@@ -29,3 +31,48 @@ def test_close_stops_the_autoscaler_monitor_and_every_ray_process() -> None:
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+def _run_script(script: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+def test_embedded_start_waits_for_its_node_in_short_steps_and_restores_ray() -> None:
+    _run_script(
+        """
+        from ray._private import services
+        from dataclean.executors import ray_startup
+        from dataclean.executors.ray import RayExecutor
+
+        original, waits = services.get_node, []
+        wait = ray_startup._wait_until_registered
+        ray_startup._wait_until_registered = lambda *args: waits.append(args) or wait(*args)
+        executor = RayExecutor(workers=1)
+        assert len(waits) == 1, waits  # Ray asked for its new node through the short wait
+        assert services.get_node is original  # and gets Ray's own function back
+        assert executor.map(abs, [-2, 5]) == [2, 5]
+        executor.close()
+        print("ok")
+        """
+    )
+
+
+def test_embedded_start_falls_back_to_rays_own_wait_when_the_short_one_fails() -> None:
+    _run_script(
+        """
+        import ray._raylet
+        from dataclean.executors.ray import RayExecutor
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("no GCS client here")
+
+        ray._raylet.GcsClient = broken
+        executor = RayExecutor(workers=1)
+        assert executor.map(abs, [-4]) == [4]
+        executor.close()
+        print("ok")
+        """
+    )

@@ -13,8 +13,9 @@ in dedup's `fit`, and that start-up (1-3 s each here) held the 1M-document bench
 speed-up from 1 to 2 workers; with plain tasks it is 1.57x (`benchmarks/bench_scale.py`).
 Rows never pass through the object store: workers read and write Parquet under OUT/.
 
-Without an address, an embedded local Ray starts with all local cores (or `workers`); with one,
-the executor joins that cluster. Only this module imports Ray.
+Without an address, an embedded local Ray starts with all local cores (or `workers`), its start
+and stop sped up by `dataclean.executors.ray_startup`; with one, the executor joins that cluster.
+Only these two modules import Ray.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+from dataclean.executors.ray_startup import quick_node_wait, stop_autoscaler_monitor
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -57,13 +60,14 @@ class RayExecutor:
             if address:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
-                ray.init(
-                    address="local",  # always a new embedded Ray, never another one on this machine
-                    num_cpus=workers or os.cpu_count() or 1,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level=logging.WARNING,
-                )
+                with quick_node_wait():
+                    ray.init(
+                        address="local",  # always a new embedded Ray, never another one here
+                        num_cpus=workers or os.cpu_count() or 1,
+                        include_dashboard=False,
+                        log_to_driver=False,
+                        logging_level=logging.WARNING,
+                    )
                 self._started_here = True
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, min(workers or cpus, cpus))
@@ -118,23 +122,5 @@ class RayExecutor:
         import ray
 
         if self._started_here and ray.is_initialized():
-            _stop_autoscaler_monitor()
+            stop_autoscaler_monitor()
             ray.shutdown()
-
-
-def _stop_autoscaler_monitor() -> None:
-    """Kill the embedded cluster's autoscaler monitor before `ray.shutdown`.
-
-    The monitor does not exit on SIGTERM, so `ray.shutdown` waits out its whole one-second grace
-    period for it (measured: 1.01 of the 1.11 s shutdown) before killing it anyway. On a one-node
-    embedded cluster it has no state to save. This uses Ray's private node handle; if that is not
-    there (another Ray version), shutdown simply takes the extra second.
-    """
-    try:
-        from ray._private import ray_constants, worker
-
-        node = worker._global_node
-        if node is not None:
-            node._kill_process_type(ray_constants.PROCESS_TYPE_MONITOR, check_alive=False)
-    except Exception as error:  # never fail a finished run over a faster shutdown
-        logging.getLogger(__name__).debug("autoscaler monitor not stopped early: %s", error)

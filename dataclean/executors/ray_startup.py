@@ -1,0 +1,75 @@
+"""Faster start and stop of an embedded Ray: two waits in Ray's own code, each shortened safely.
+
+Both use Ray's private API (checked with Ray 2.60); if it is not there (another Ray version), or
+anything about it fails, Ray starts and stops exactly as it would without them, only slower.
+
+- `quick_node_wait`: while `ray.init` starts a local cluster, it asks the GCS for the new node once
+  a second until the raylet has registered (`ray._private.services.get_node`). The raylet
+  registers about 0.6 s after it starts, so `ray.init` took 2.4 s or 3.4 s depending on where
+  the poll fell; asking every 20 ms first makes it about 2.0 s (measured here, 6 starts each).
+- `stop_autoscaler_monitor`: the autoscaler monitor ignores SIGTERM, so `ray.shutdown` waits out
+  its whole one-second grace period for it before killing it anyway (1.01 of the 1.11 s
+  shutdown). On a one-node embedded cluster it has no state to save.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.02
+NODE_WAIT_SECONDS = 30.0  # Ray's own limit for the raylet to register
+
+
+@contextlib.contextmanager
+def quick_node_wait() -> Iterator[None]:
+    """Within this block, a starting local Ray waits for its node in 20 ms steps, not 1 s."""
+    try:
+        from ray._private import services
+
+        original: Callable[[str, str], Any] = services.get_node
+    except Exception as error:  # another Ray: start the ordinary way
+        log.debug("Ray's node wait left as it is: %s", error)
+        yield
+        return
+
+    def get_node(gcs_address: str, node_id: str) -> Any:
+        _wait_until_registered(gcs_address, node_id)
+        return original(gcs_address, node_id)  # now answers at once, or fails as Ray would
+
+    services.get_node = get_node
+    try:
+        yield
+    finally:
+        services.get_node = original
+
+
+def _wait_until_registered(gcs_address: str, node_id: str) -> None:
+    try:
+        from ray._raylet import GcsClient
+
+        client = GcsClient(address=gcs_address)
+        deadline = time.monotonic() + NODE_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            if any(key.hex() == node_id for key in client.get_all_node_info(timeout=5)):
+                return
+            time.sleep(POLL_SECONDS)
+    except Exception as error:  # Ray's own wait takes over
+        log.debug("quick node wait gave up: %s", error)
+
+
+def stop_autoscaler_monitor() -> None:
+    """Kill the embedded cluster's autoscaler monitor before `ray.shutdown` (see the module
+    docstring)."""
+    try:
+        from ray._private import ray_constants, worker
+
+        node = worker._global_node
+        if node is not None:
+            node._kill_process_type(ray_constants.PROCESS_TYPE_MONITOR, check_alive=False)
+    except Exception as error:  # never fail a finished run over a faster shutdown
+        log.debug("autoscaler monitor not stopped early: %s", error)
