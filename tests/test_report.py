@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -196,3 +198,19 @@ def test_report_command(sample_out: Path, synthetic_out: Path, tmp_path: Path) -
     result = CliRunner().invoke(cli, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "no stats.json" in result.output and "Traceback" not in result.output
     assert pq.read_schema(next((sample_out / "data").glob("*.parquet")))  # outputs untouched
+
+
+def test_prepare_loads_the_reports_code_ahead() -> None:
+    # The CLI prepares the report while Ray starts: in a fresh process, prepare() leaves plotly and
+    # the compiled id hash loaded, so the report at the end of the run does not wait for them.
+    script = (
+        "import sys\n"
+        "from dataclean.dedup import hashing\n"
+        "from dataclean.report import prepare\n"
+        "assert not hashing.xxh64_ranges.signatures\n"
+        "prepare()\n"
+        "assert hashing.xxh64_ranges.signatures and 'plotly.graph_objects' in sys.modules\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
