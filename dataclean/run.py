@@ -17,6 +17,7 @@ Ray object store, so the store carries only task descriptors and stats.
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -217,10 +218,11 @@ def run_pipeline(
         all_stats.extend(done)
         all_stats.extend(executor.map(worker, tasks, on_result=finished))
         if group.observer is not None:
-            summaries = parquet_files(layout.summaries(number))
+            summaries = parquet_files(layout.summaries(number))  # named {shard:05d}-{part}.parquet
+            summary_shards = [int(posixpath.basename(path).split("-", 1)[0]) for path in summaries]
             scratch = f"{layout.work}/fit-{group.observer.name}"
             fit_started = time.perf_counter()
-            group.observer.fit(FitContext(summaries, scratch, executor))
+            group.observer.fit(FitContext(summaries, scratch, executor, summary_shards))
             fit_seconds[group.observer.name] = time.perf_counter() - fit_started
 
     stats = summarize(all_stats, [s.name for s in stages], time.perf_counter() - started, fit_seconds)

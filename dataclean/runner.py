@@ -169,6 +169,9 @@ class _ShardRun:
 
     def run(self) -> dict[str, Any]:
         observer = self.worker.observer
+        for stage in self.worker.stages:
+            if isinstance(stage, GlobalStage):
+                stage.begin_shard(self.shard.index)
         try:
             for batch in self._batches():
                 kept = self._run_stages(batch)

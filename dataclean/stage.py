@@ -85,19 +85,23 @@ class FitContext:
     `summaries` are Parquet files, one per input shard that produced summary rows, in shard order.
     `scratch` is a local or remote folder private to this stage for files that `fit` writes.
     `executor` runs distributed steps of the reduce (`executor.map`).
+    `shards`, when the runner knows them, are the input shard index of each summary file: a stage
+    may then key its fitted state by shard, and load only one shard's share in `begin_shard`.
     """
 
     summaries: list[str]
     scratch: str
     executor: Executor
+    shards: list[int] | None = None
 
 
 class GlobalStage(Stage):
     """A barrier stage: needs every shard's summary before any row can be decided.
 
     Order of calls: `observe` on every batch of every shard (on workers) -> `fit` once (driver)
-    -> `__call__` on every batch (on workers; the fitted stage is pickled to them, so the state
-    `fit` leaves on `self` must be small: put large state in files under `FitContext.scratch`).
+    -> per shard, `begin_shard` then `__call__` on its batches (on workers; the fitted stage is
+    pickled to them, so the state `fit` leaves on `self` must be small: put large state in files
+    under `FitContext.scratch`, keyed by shard where it grows with the corpus).
     """
 
     def is_barrier(self) -> bool:
@@ -113,6 +117,11 @@ class GlobalStage(Stage):
     @abstractmethod
     def fit(self, context: FitContext) -> None:
         """Reduce all summaries into the state that `__call__` applies."""
+
+    def begin_shard(self, shard: int | None) -> None:
+        """The batches that follow come from input shard `shard` (None: from anywhere). The runner
+        calls this before each shard goes through the fitted stage, so a stage whose fitted state
+        grows with the corpus can hold one shard's share of it instead of all of it."""
 
 
 def with_drops(table: pa.Table, reasons: pa.Array | Sequence[str | None]) -> pa.Table:

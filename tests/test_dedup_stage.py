@@ -13,6 +13,7 @@ import pytest
 
 from dataclean import columns as C
 from dataclean.config import configure
+from dataclean.dedup.decisions import Decisions
 from dataclean.dedup.index import build_index
 from dataclean.dedup.reduce import PARTITION_BYTES, _partitions
 from dataclean.errors import ConfigError
@@ -57,20 +58,28 @@ def run(
     tmp_path: Path,
     shards: int = 1,
     executor: Any = None,
+    by_shard: bool = False,
 ) -> pa.Table:
-    """observe per shard -> fit -> apply per shard, as the runner does; returns all rows."""
+    """observe per shard -> fit -> apply per shard, as the runner does; returns all rows.
+    `by_shard`: fit knows each summary's shard and applying begins each shard, as in a run."""
     bounds = [table.num_rows * s // shards for s in range(shards + 1)]
     pieces = [table.slice(bounds[s], bounds[s + 1] - bounds[s]) for s in range(shards)]
-    folder = tmp_path / f"run-{shards}-{id(executor)}"
+    folder = tmp_path / f"run-{shards}-{id(executor)}-{by_shard}"
     folder.mkdir()
     summaries = []
     for number, piece in enumerate(pieces):
         path = str(folder / f"summary-{number}.parquet")
         pq.write_table(stage.observe(piece), path)
         summaries.append(path)
-    stage.fit(FitContext(summaries, str(folder / "scratch"), executor or LocalExecutor()))
+    shard_indices = list(range(shards)) if by_shard else None
+    stage.fit(FitContext(summaries, str(folder / "scratch"), executor or LocalExecutor(), shard_indices))
     fitted = pickle.loads(pickle.dumps(stage))  # as shipped to workers
-    return pa.concat_tables([fitted(piece) for piece in pieces]).sort_by(C.ID)
+    applied = []
+    for number, piece in enumerate(pieces):
+        if by_shard:
+            fitted.begin_shard(number)
+        applied.append(fitted(piece))
+    return pa.concat_tables(applied).sort_by(C.ID)
 
 
 def decisions(table: pa.Table) -> dict[str, tuple[str | None, str | None]]:
@@ -322,3 +331,21 @@ def test_partition_counts_keep_every_worker_busy_in_the_last_round(workers: int,
     assert count % workers == 0
     assert count >= 2 * workers and count * PARTITION_BYTES >= size * PARTITION_BYTES
     assert count < max(2 * workers, size + 1) + workers  # rounded up by less than one round
+
+
+def test_decisions_filed_by_shard_give_the_same_result_and_each_shard_holds_its_own(tmp_path: Path) -> None:
+    table = corpus()
+    whole = run(DropDuplicates(), table, tmp_path, shards=4)
+    stage = DropDuplicates()
+    by_shard = run(stage, table, tmp_path, shards=4, by_shard=True)
+    assert by_shard.equals(whole)
+    assert stage.decisions is not None
+    bounds = [table.num_rows * s // 4 for s in range(5)]
+    loaded = []
+    for shard in range(4):
+        decisions = Decisions.load(stage.decisions, shard)
+        shard_ids = set(table.column(C.ID).to_pylist()[bounds[shard] : bounds[shard + 1]])
+        held = set(decisions.table.column("id").to_pylist())
+        assert held <= shard_ids  # a worker applying shard s holds shard s's decisions only
+        loaded.append(len(decisions))
+    assert sum(loaded) == len(Decisions.load(stage.decisions)) > max(loaded)

@@ -1,10 +1,12 @@
 """Looking up a batch's dedup decisions by id, on the workers that apply the fitted stage.
 
-`fit` leaves its decisions as Parquet files (id, kept id, kind, score) for the rows it drops and
-for the kept rows of clusters. A worker loads them once (cached per process and folder) into
-a table sorted by XXH64 of the id, and matches each batch with a binary search, confirming every
-hit on the full id string. Memory per worker: about 8 + len(id) + len(kept id) + 20 bytes per
-decided row (duplicates and cluster keepers; unique rows cost nothing).
+`fit` leaves its decisions (id, kept id, kind, score) for the rows it drops and for the kept rows
+of clusters as one Arrow file per cluster partition, filed by input shard (record batch s holds
+shard s's decisions). A worker applying the stage to a shard loads that shard's decisions from
+every file (or all of them, when no shard is given) into a table sorted by XXH64 of the id, and
+matches each batch with a binary search, confirming every hit on the full id string. Memory per
+worker: about 8 + len(id) + len(kept id) + 20 bytes per decided row of the shard (duplicates and
+cluster keepers; unique rows cost nothing), so it grows with the shard, not with the corpus.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import pyarrow.compute as pc
 
 from dataclean.dedup.hashing import xxh64_strings
 from dataclean.dedup.verify import DECISION_SCHEMA
-from dataclean.io.files import list_files, read_parquet
+from dataclean.io.files import list_files, open_input
 
-_CACHE: dict[str, Decisions] = {}
+_CACHE: dict[tuple[str, int | None], Decisions] = {}
 
 
 @dataclass
@@ -41,16 +43,22 @@ class Decisions:
         self.table = table.take(pa.array(order)).combine_chunks()
 
     @classmethod
-    def load(cls, folder: str) -> Decisions:
-        """The decisions saved in `folder`, from this process's cache when already loaded."""
-        cached = _CACHE.get(folder)
+    def load(cls, folder: str, shard: int | None = None) -> Decisions:
+        """Shard `shard`'s decisions saved in `folder` (None: every shard's), from this process's
+        cache when they are the ones loaded last."""
+        cached = _CACHE.get((folder, shard))
         if cached is None:
-            files = list_files(folder, ".parquet")
-            tables = [read_parquet(path, schema=DECISION_SCHEMA) for path in files]
-            table = pa.concat_tables(tables) if tables else DECISION_SCHEMA.empty_table()
-            cached = cls(table)
-            _CACHE.clear()  # one fitted stage at a time per process
-            _CACHE[folder] = cached
+            batches: list[pa.RecordBatch] = []
+            for path in list_files(folder, ".arrow"):
+                with open_input(path) as source:
+                    reader = pa.ipc.open_file(source)
+                    if shard is None:
+                        batches.extend(reader.get_batch(i) for i in range(reader.num_record_batches))
+                    elif shard < reader.num_record_batches:
+                        batches.append(reader.get_batch(shard))
+            cached = cls(pa.Table.from_batches(batches, schema=DECISION_SCHEMA))
+            _CACHE.clear()  # one shard of one fitted stage at a time per process
+            _CACHE[(folder, shard)] = cached
         return cached
 
     def __len__(self) -> int:

@@ -38,6 +38,7 @@ class SourceFile:
     offset: int
     rows: int
     earlier: bool = False  # from an index of an earlier output: never dropped, always wins
+    shard: int = 0  # the input shard it summarizes (decisions are filed by it); 0 if unknown
 
 
 def peak_memory_bytes() -> int:

@@ -5,14 +5,16 @@ Steps (each map runs on the executor; only the union-find runs on the driver):
 2. `ReduceEdges` per partition: star edges; the driver merges them into a union-find as each
    partition finishes (`Components`), then writes each file's component labels.
 3. `GatherCandidates` per summary file with candidates: their rows, partitioned by component.
-4. `ClusterCandidates` per partition: exact and verified near decisions, saved as Parquet.
+4. `ClusterCandidates` per partition: exact and verified near decisions, saved filed by input
+   shard (one Arrow file per partition, one record batch per shard).
 
 Intermediate files go to the scratch folder, a path or URI on any filesystem pyarrow supports
 (`dataclean.io.files`), so the driver and the workers need no shared local disk.
 
 Memory bounds: the driver holds 9 bytes per summary row (union-find and labels) plus one
 partition's edges; a worker holds one summary file's columns or one partition, whichever is
-larger. Partition counts are chosen so a partition is about `PARTITION_BYTES`.
+larger, and applying the decisions, one shard's. Partition counts are chosen so a partition is
+about `PARTITION_BYTES`.
 """
 
 from __future__ import annotations
@@ -51,20 +53,23 @@ def _partitions(total_bytes: float, workers: int) -> int:
 
 
 def source_files(
-    summaries: Sequence[str], earlier: Sequence[str] = ()
+    summaries: Sequence[str], earlier: Sequence[str] = (), shards: Sequence[int] | None = None
 ) -> tuple[list[SourceFile], dict[str, pq.FileMetaData]]:
     """Number every summary row densely: earlier-output files first, then this run's shards.
 
     Also returns each file's Parquet footer (read once: on an object store each read is a request).
     """
+    run_shards = list(shards) if shards is not None else [0] * len(summaries)
+    if len(run_shards) != len(summaries):
+        raise ValueError(f"{len(run_shards)} shard indices for {len(summaries)} summary files")
+    listed = [(path, True, 0) for path in earlier]
+    listed += [(path, False, shard) for path, shard in zip(summaries, run_shards, strict=True)]
     files = []
     footers = {}
     offset = 0
-    for index, (path, is_earlier) in enumerate(
-        [(path, True) for path in earlier] + [(path, False) for path in summaries]
-    ):
+    for index, (path, is_earlier, shard) in enumerate(listed):
         footers[path] = metadata = parquet_metadata(path)
-        files.append(SourceFile(index, path, offset, metadata.num_rows, is_earlier))
+        files.append(SourceFile(index, path, offset, metadata.num_rows, is_earlier, shard))
         offset += metadata.num_rows
     return files, footers
 
@@ -121,8 +126,13 @@ def find_duplicates(
     near: bool,
     verify: bool,
     earlier: Sequence[str] = (),
+    shards: Sequence[int] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Run steps 1-4 over summary files; returns the decisions folder and statistics."""
+    """Run steps 1-4 over summary files; returns the decisions folder and statistics.
+
+    With `shards` (the input shard of each summary file), the decisions are filed by shard, so
+    applying them to one shard reads only that shard's (`Decisions.load`); without, in one lot.
+    """
     started = time.perf_counter()
     seconds: dict[str, float] = {}
     worker_peak = 0
@@ -133,7 +143,7 @@ def find_duplicates(
         seconds[name] = round(now - started, 3)
         started = now
 
-    all_files, footers = source_files(summaries, earlier)
+    all_files, footers = source_files(summaries, earlier, shards)
     files = [source for source in all_files if source.rows > 0]
     nodes = sum(source.rows for source in files)
     workers = getattr(executor, "workers", 1)
@@ -187,6 +197,7 @@ def find_duplicates(
         exact,
         near,
         verify,
+        shards=max(shards, default=0) + 1 if shards is not None else 1,
     )
     counts: dict[str, int] = {}
     if gather_sources:

@@ -43,12 +43,13 @@ from dataclean.dedup.partition import (
     write_partitioned,
 )
 from dataclean.dedup.summary import SUMMARY_SCHEMA
-from dataclean.io.files import load_array, read_parquet, write_parquet
+from dataclean.io.files import load_array, read_parquet
 
 CANDIDATE_SCHEMA = pa.schema(
     [
         pa.field("root", pa.int64()),
         pa.field("earlier", pa.bool_()),
+        pa.field("shard", pa.int64()),
         *SUMMARY_SCHEMA,
     ]
 )
@@ -89,6 +90,7 @@ class GatherCandidates:
             {
                 "root": roots,
                 "earlier": pa.array(np.full(len(rows), source.earlier)),
+                "shard": pa.array(np.full(len(rows), source.shard, dtype=np.int64)),
                 "id": summary.column("id"),
                 "exact": summary.column("exact"),
                 "keys": summary.column("keys"),
@@ -103,7 +105,8 @@ class GatherCandidates:
 
 @dataclass(frozen=True)
 class ClusterCandidates:
-    """Reduce task: decide every component of one partition and save the decisions."""
+    """Reduce task: decide every component of one partition and save the decisions, filed by the
+    input shard of the decided row: record batch s of the partition's file holds shard s's."""
 
     candidate_files: tuple[str, ...]
     folder: str
@@ -111,6 +114,7 @@ class ClusterCandidates:
     exact: bool
     near: bool
     verify: bool
+    shards: int = 1  # record batches per decision file: one per input shard index
 
     def __call__(self, partition: int) -> tuple[dict[str, int], int]:
         table = read_partition(list(self.candidate_files), partition, CANDIDATE_SCHEMA)
@@ -145,7 +149,10 @@ class ClusterCandidates:
             },
             schema=DECISION_SCHEMA,
         )
-        write_parquet(posixpath.join(self.folder, f"{partition:05d}.parquet"), decisions)
+        shard = table.column("shard").to_numpy()[decided] if self.shards > 1 else np.zeros(len(decided), int)
+        write_partitioned(
+            posixpath.join(self.folder, f"{partition:05d}.arrow"), decisions, shard, self.shards
+        )
         counts = {name: int(np.sum(kind[decided] == k)) for k, name in KIND_NAMES.items()}
         counts["candidates"] = table.num_rows
         return counts, peak_memory_bytes()

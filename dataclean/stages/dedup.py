@@ -22,8 +22,8 @@ Bands and rows default to datasketch's optimizer weighted 49:1 towards recall
 training data makes language models better"), threshold 0.7 as in data-juicer and text-dedup.
 
 Memory: observe holds one batch; fit's driver 9 bytes per row; each fit task one summary file
-or one partition (`dataclean.dedup.reduce`); __call__ the decided rows
-(`dataclean.dedup.decisions`).
+or one partition (`dataclean.dedup.reduce`); __call__ the decided rows of the shard it applies
+to, filed by shard (`dataclean.dedup.decisions`), so no process holds the corpus's decisions.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ class DropDuplicates(GlobalStage):
     fit_stats: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     # (bands, rows), resolved once where the stage is built: workers get them with the stage.
     _bands_rows: tuple[int, int] = field(default=(0, 0), init=False, repr=False, compare=False)
+    # Whether `fit` filed its decisions by input shard, and the shard being applied (begin_shard).
+    _by_shard: bool = field(default=False, init=False, repr=False, compare=False)
+    _shard: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
@@ -133,13 +136,20 @@ class DropDuplicates(GlobalStage):
             near=self.near,
             verify=self.verify,
             earlier=earlier,
+            shards=context.shards,
         )
+        self._by_shard = context.shards is not None
+
+    def begin_shard(self, shard: int | None) -> None:
+        """Apply only this shard's decisions next: a worker holds one shard's, not the corpus's."""
+        self._shard = shard
 
     def __call__(self, table: pa.Table) -> pa.Table:
         """Mark duplicates for dropping; add `dup_cluster` and `dup_jaccard`."""
         if self.decisions is None:
             raise RuntimeError("DropDuplicates: call fit() before applying the stage")
-        found = Decisions.load(self.decisions).find(table.column(C.ID))
+        shard = self._shard if self._by_shard else None
+        found = Decisions.load(self.decisions, shard).find(table.column(C.ID))
         table = _set_column(table, C.DUP_CLUSTER, found.clusters)
         table = _set_column(table, C.DUP_SCORE, found.scores)
         return with_drops(table, found.reasons)
