@@ -86,7 +86,7 @@ def configure(stage: Stage, values: dict[str, str]) -> Stage:
             valid = ", ".join(sorted(fields)) or "none"
             raise ConfigError(f"stage {stage.name!r} has no parameter {param!r} (valid: {valid})")
         changes[param] = _convert(raw, hints[param], f"{stage.name}.{param}")
-    return dataclasses.replace(stage, **changes)  # type: ignore[type-var]
+    return dataclasses.replace(stage, **changes)
 
 
 def select_stages(

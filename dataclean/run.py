@@ -194,9 +194,9 @@ def run_pipeline(
         worker = GroupWorker(group.stages, group.observer, layout, read_options, final)
         tasks, done = [], []
         for shard in shards:
-            finished = _task_done(layout, number, shard)
-            if finished is not None:
-                done.append(finished)
+            recorded = _task_done(layout, number, shard)
+            if recorded is not None:
+                done.append(recorded)
                 continue
             sources = None
             if number > 0:

@@ -75,7 +75,7 @@ def summarize(
         merge(reasons, stage["dropped"])
     ordered = [{"stage": name, **stages[name]} for name in ["read", *stage_order] if name in stages]
     for shard in shards.values():
-        shard["invariant_holds"] = invariant_holds(shard)  # type: ignore[assignment]
+        shard["invariant_holds"] = invariant_holds(shard)
     return {
         "totals": {
             **totals,

@@ -169,6 +169,35 @@ def test_bad_shards_of_every_kind_are_logged_and_nothing_is_lost(tmp_path: Path)
     assert totals["kept"] + totals["excluded"] == totals["rows_in"]
 
 
+def test_bad_shards_through_the_default_pipeline_on_ray_lose_nothing(
+    tmp_path: Path, ray_executor: Any
+) -> None:
+    # Every stage of the default recipe, barriers included, on real Ray workers: the bad shards are
+    # logged, the 50 MB document is split into chunks that all come out, and the books balance.
+    expected = _bad_inputs(tmp_path / "in")
+    stats = run_pipeline(
+        [str(tmp_path / "in")],
+        str(tmp_path / "out"),
+        __import__("pipelines.default").default.build(),
+        ray_executor,
+        ReadOptions(on_error="skip"),
+    )
+    excluded = read_rows(tmp_path / "out" / "excluded")
+    shard_errors = {row[C.ID]: row[C.REASON] for row in excluded if row[C.STAGE] == "read"}
+    assert set(shard_errors) == set(expected)
+    for name, reason in expected.items():
+        assert shard_errors[name].startswith(reason), (name, shard_errors[name])
+    rows = read_rows(tmp_path / "out" / "data") + excluded
+    chunks = [row for row in rows if row.get(C.PARENT_ID) == "huge"]
+    assert len(chunks) == stats["totals"]["rows_added"] + 1 > 25_000
+    assert sum(len(row[C.TEXT]) for row in chunks) >= 50_000_000 - len(chunks)  # only cut spaces go
+    ids = [row[C.ID] for row in rows]
+    assert len(ids) == len(set(ids))  # nothing duplicated
+    totals = stats["totals"]
+    assert totals["invariant_holds"]
+    assert totals["rows_in"] + totals["rows_added"] == len(rows) + totals["quarantined"]
+
+
 def test_one_and_two_workers_and_local_give_identical_output(tmp_path: Path, ray_executor: Any) -> None:
     from dataclean.executors.ray import RayExecutor
 

@@ -69,7 +69,7 @@ class RayExecutor:
                         logging_level=logging.WARNING,
                     )
                 self._started_here = True
-        cpus = int(ray.cluster_resources().get("CPU", 1))
+        cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
         self.workers = max(1, min(workers or cpus, cpus))
 
     def map(
@@ -85,7 +85,7 @@ class RayExecutor:
             return []
         for module in list(sys.modules.values()):
             if getattr(module, "__dataclean_recipe__", False):  # a user's recipe file
-                ray.cloudpickle.register_pickle_by_value(module)
+                ray.cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
         return self._tasks(fn, items, on_result)
 
     def _tasks(
@@ -95,7 +95,7 @@ class RayExecutor:
         import ray
 
         function = ray.put(fn)
-        remote = ray.remote(_call_item).options(num_cpus=1, max_retries=3)
+        remote: Any = ray.remote(_call_item).options(num_cpus=1, max_retries=3)
         pending: dict[Any, int] = {}
         results: dict[int, R] = {}
         queue = list(enumerate(items))

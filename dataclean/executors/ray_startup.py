@@ -50,7 +50,7 @@ def quick_node_wait() -> Iterator[None]:
 
 def _wait_until_registered(gcs_address: str, node_id: str) -> None:
     try:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
         client = GcsClient(address=gcs_address)
         deadline = time.monotonic() + NODE_WAIT_SECONDS

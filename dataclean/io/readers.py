@@ -237,7 +237,8 @@ def read_text(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
 
 
 def _decode_binary(values: pa.Array) -> tuple[pa.Array, pa.Array]:
-    texts, bads = [], []
+    texts: list[str | None] = []
+    bads: list[int] = []
     for raw in values.to_pylist():
         if raw is None:
             texts.append(None)

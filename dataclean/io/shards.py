@@ -57,7 +57,8 @@ def shard_format(path: str) -> str | None:
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem and path for a local path or a URI (s3://, gs://, hdfs://...)."""
     if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
+        found: tuple[pafs.FileSystem, str] = pafs.FileSystem.from_uri(uri)
+        return found
     return pafs.LocalFileSystem(), posixpath.abspath(uri) if not uri.startswith("/") else uri
 
 

@@ -51,7 +51,8 @@ def _groups(path: str, key: str, column: str) -> Iterator[tuple[str, np.ndarray]
 
 
 def _bins(values: np.ndarray) -> np.ndarray:
-    return (_sortable(values) >> _SHIFT).astype(np.int64)
+    bins: np.ndarray = (_sortable(values) >> _SHIFT).astype(np.int64)
+    return bins
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,8 @@ def exact_quantiles(
 
     wanted = {group: frozenset(b for b, _ in pairs) for group, pairs in targets.items()}
     selected: dict[tuple[str, int], list[np.ndarray]] = {}
-    for found in run(_CollectBins(key, column, wanted), list(files), light=True):
-        for where, values in found.items():
+    for collected in run(_CollectBins(key, column, wanted), list(files), light=True):
+        for where, values in collected.items():
             selected.setdefault(where, []).append(values)
     sorted_bins = {where: np.sort(np.concatenate(parts)) for where, parts in selected.items()}
     return {
