@@ -49,6 +49,16 @@ def _run(shards: list[str]) -> list[dict[str, float]]:
         return pool.map(_stage_seconds, shards)
 
 
+def ceiling_round(first: str, second: str) -> tuple[float, float]:
+    """One round: seconds of the row-local stages over `first`, then `second`, in one process at
+    a time (summed), and over both in two processes at once (the slower one's). Their ratio is
+    the speed-up two workers can reach on this machine at best: `alone / together`."""
+    alone = sum(sum(_run([shard])[0].values()) for shard in (first, second))
+    pair = _run([first, second])
+    together = max(sum(result.values()) for result in pair)
+    return alone, together
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="/tmp/dataclean-scale")
