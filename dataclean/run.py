@@ -17,7 +17,6 @@ Ray object store, so the store carries only task descriptors and stats.
 from __future__ import annotations
 
 import logging
-import posixpath
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -200,7 +199,7 @@ def run_pipeline(
                 continue
             sources = None
             if number > 0:
-                sources = tuple(parquet_files(layout.group(number - 1), f"{shard.index:05d}-"))
+                sources = tuple(parquet_files(layout.group(number - 1), f"{layout.shard_stem(shard.index)}-"))
             tasks.append(GroupTask(number, shard, sources))
         label = "+".join(s.name for s in group.stages) or "read"
         if group.observer is not None:
@@ -218,8 +217,8 @@ def run_pipeline(
         all_stats.extend(done)
         all_stats.extend(executor.map(worker, tasks, on_result=finished))
         if group.observer is not None:
-            summaries = parquet_files(layout.summaries(number))  # named {shard:05d}-{part}.parquet
-            summary_shards = [int(posixpath.basename(path).split("-", 1)[0]) for path in summaries]
+            summaries = parquet_files(layout.summaries(number))
+            summary_shards = [layout.shard_of(path) for path in summaries]
             scratch = f"{layout.work}/fit-{group.observer.name}"
             fit_started = time.perf_counter()
             group.observer.fit(FitContext(summaries, scratch, executor, summary_shards))

@@ -62,6 +62,16 @@ class Layout:
     def summaries(self, group: int) -> str:
         return posixpath.join(self.group(group), "summary")
 
+    @staticmethod
+    def shard_stem(index: int) -> str:
+        """The name a shard's files in `_work` start with (then `-{part}.parquet`)."""
+        return f"{index:05d}"
+
+    @staticmethod
+    def shard_of(path: str) -> int:
+        """The shard index of a file in `_work` named by `shard_stem`."""
+        return int(posixpath.basename(path).split("-", 1)[0])
+
 
 @dataclass(frozen=True)
 class GroupTask:
@@ -153,10 +163,10 @@ class _ShardRun:
         self.kept_writer = (
             PartWriter(layout.data, f"part-{index:05d}")
             if worker.final
-            else PartWriter(layout.group(task.group), f"{index:05d}")
+            else PartWriter(layout.group(task.group), layout.shard_stem(index))
         )
         self.summary_writer = (
-            PartWriter(layout.summaries(task.group), f"{index:05d}", "lz4")
+            PartWriter(layout.summaries(task.group), layout.shard_stem(index), "lz4")
             if worker.observer is not None
             else None
         )

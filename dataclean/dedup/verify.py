@@ -149,7 +149,7 @@ class ClusterCandidates:
             },
             schema=DECISION_SCHEMA,
         )
-        shard = table.column("shard").to_numpy()[decided] if self.shards > 1 else np.zeros(len(decided), int)
+        shard = table.column("shard").to_numpy()[decided]  # 0 where the shards are not known
         write_partitioned(
             posixpath.join(self.folder, f"{partition:05d}.arrow"), decisions, shard, self.shards
         )
