@@ -220,7 +220,7 @@ class QuarantinedDataset:
 
     def __getitem__(self, index: int) -> Any:
         item = self.dataset[index]
-        weight = float(self.view.weights[index])
+        weight = np.float32(self.view.weights[index])  # collated to float32, like the losses
         if isinstance(item, dict):
             return {**item, WEIGHT_KEY: weight}
         if isinstance(item, tuple):
