@@ -25,11 +25,12 @@ same run afterwards. Torch is never imported here: tensors are read through `.it
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,7 +43,7 @@ from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
 from dataclean.feedback.diagnose import DIAGNOSES, DiagnosisRules, diagnose
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter
-from dataclean.feedback.monitor import SpikeMonitor
+from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
 from dataclean.feedback.outliers import robust_z
 from dataclean.feedback.quarantine import empty_list, make_list, merge_lists, read_list, write_list
 
@@ -144,6 +145,9 @@ class TrainingGuard:
     into (default FOLDER/quarantine.parquet). `view`: a `DatasetQuarantine` over the training
     data: gives the text hashes of blamed samples and is refreshed as soon as the list changes.
     `history`: steps remembered for the diagnosis (grad-norm and loss-scale baselines).
+    `agree`: with several data-parallel ranks, a collective that returns the largest of every
+    rank's code (0 go on, 1 skip, 2 stop), e.g. `torch_utils.max_over_ranks`: all ranks then skip
+    or stop together, so their replicas stay identical (a rank's guard sees only its own batch).
     """
 
     def __init__(
@@ -157,6 +161,7 @@ class TrainingGuard:
         log: bool = True,
         history: int = 2048,
         view: Any = None,
+        agree: Callable[[int], int] | None = None,
     ) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -173,6 +178,7 @@ class TrainingGuard:
         self.monitor = monitor or SpikeMonitor()
         self.rules = rules or DiagnosisRules()
         self.view = view
+        self.agree = agree
         self.incidents: list[Incident] = []
         self.checkpoints: list[tuple[int, str]] = []
         self.stopped: Verdict | None = None
@@ -226,24 +232,45 @@ class TrainingGuard:
         self._history.add(step, loss_value, rate, grad, scale)
         event = self.monitor.update(step, loss_value, sample_ids, lr=rate, grad_norm=grad, loss_scale=scale)
         if event is None:
-            return Verdict(step=step)
+            verdict = Verdict(step=step)
+        else:
+            batch = self._batch_table(step, sample_ids, per_sample, epoch)
+            verdict = self._on_spike(event, batch, scaler, epoch)
+        if self.agree is not None:  # every rank calls it every step: a collective
+            mine = 2 if verdict.stop else 1 if verdict.skip else 0
+            agreed = int(self.agree(mine))
+            if agreed > mine:
+                verdict.skip, verdict.stop = True, agreed == 2
+                verdict.message = (
+                    f"dataclean guard: step {step}: another rank's guard chose to "
+                    f"{'stop' if verdict.stop else 'skip'}; this rank follows"
+                )
+                logger.warning(verdict.message)
+        if verdict.skip and optimizer is not None:
+            drop_update(optimizer)
+        if verdict.stop:
+            self.stopped = verdict
+        return verdict
 
+    def _on_spike(self, event: SpikeEvent, batch: pa.Table | None, scaler: Any, epoch: int | None) -> Verdict:
+        """Diagnose a spike, quarantine a data spike's samples, record the incident."""
+        step, rate, grad, scale = event.step, event.lr, event.grad_norm, event.loss_scale
         extra: list[tuple[float, ...]] = []
         if scaler is not None and scale is not None and grad is not None and not math.isfinite(grad):
             # The scaler found inf/nan gradients: its update() lowers the scale after this step.
             extra.append((step + 1, math.nan, math.nan, math.nan, scale * scaler.get_backoff_factor()))
-        batch = self._batch_table(step, sample_ids, per_sample, epoch)
         spike = diagnose(event, self._history.table(extra), batch, self.rules)
         chosen = self.actions.get(spike.diagnosis, "log")
         blamed = spike.sample_ids if spike.diagnosis == "data" else []
-        quarantined = self._quarantine(step, blamed, sample_ids, per_sample) if blamed else []
+        quarantined = self._quarantine(step, blamed, batch) if blamed else []
+        losses = [] if batch is None else batch.column(S.LOSS).to_pylist()
         incident = Incident(
             step=step,
             diagnosis=spike.diagnosis,
             evidence=spike.evidence,
             recommended=spike.action,
             action=chosen,
-            loss=_finite(loss_value),
+            loss=_finite(event.loss),
             level=_finite(event.level),
             threshold=_finite(event.threshold),
             lr=rate,
@@ -251,19 +278,15 @@ class TrainingGuard:
             loss_scale=scale,
             rank=self.rank,
             epoch=epoch,
-            sample_ids=[str(i) for i in sample_ids],
-            losses=[] if per_sample is None else [_finite(float(v)) for v in per_sample],
+            sample_ids=event.sample_ids,
+            losses=[_finite(v) for v in losses],
             blamed=blamed,
             quarantined=quarantined,
         )
         verdict = Verdict(
             step=step, incident=incident, skip=chosen in ("skip", "stop"), stop=chosen == "stop"
         )
-        if verdict.skip and optimizer is not None:
-            drop_update(optimizer)
         verdict.message = self._message(incident, chosen)
-        if verdict.stop:
-            self.stopped = verdict
         self.incidents.append(incident)
         with open(self.incidents_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(asdict(incident), ensure_ascii=False) + "\n")
@@ -290,16 +313,17 @@ class TrainingGuard:
             schema=S.LOSS_LOG_SCHEMA,
         )
 
-    def _quarantine(
-        self, step: int, blamed: list[str], ids: Sequence[str], losses: np.ndarray | None
-    ) -> list[str]:
+    def _quarantine(self, step: int, blamed: list[str], batch: pa.Table | None) -> list[str]:
         """Merge the blamed samples into the list file at once; returns the ids added."""
         scores: dict[str, float] = {}
-        if losses is not None:
+        if batch is not None:
+            losses = batch.column(S.LOSS).to_numpy(zero_copy_only=False)
             finite = np.isfinite(losses)
             if finite.any():
                 z = robust_z(np.where(finite, losses, np.inf), losses[finite])
-                scores = {str(i): float(v) for i, v in zip(ids, z, strict=True)}
+                scores = {
+                    str(i): float(v) for i, v in zip(batch.column(S.SAMPLE_ID).to_pylist(), z, strict=True)
+                }
         hash_of = getattr(self.view, "text_hash_of", None)
         entries = [
             {
@@ -315,8 +339,15 @@ class TrainingGuard:
             }
             for sample_id in blamed
         ]
-        existing = read_list(self.quarantine_path) if self.quarantine_path.exists() else empty_list()
-        write_list(merge_lists(existing, make_list(entries)), self.quarantine_path)
+        self.quarantine_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = self.quarantine_path.with_name(f".{self.quarantine_path.name}.lock")
+        with open(lock, "a") as handle:  # ranks sharing one list merge one after another
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                existing = read_list(self.quarantine_path) if self.quarantine_path.exists() else empty_list()
+                write_list(merge_lists(existing, make_list(entries)), self.quarantine_path)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
         if self.view is not None:
             self.view.refresh()
         return blamed
