@@ -87,6 +87,7 @@ class Incident:
     losses: list[float | None]
     blamed: list[str]
     quarantined: list[str]
+    missing: list[str] = field(default_factory=list)
     checkpoint: str | None = None
     checkpoint_step: int | None = None
     resume_lr: list[float] | None = None
@@ -282,6 +283,7 @@ class TrainingGuard:
             losses=[_finite(v) for v in losses],
             blamed=blamed,
             quarantined=quarantined,
+            missing=spike.missing,
         )
         verdict = Verdict(
             step=step, incident=incident, skip=chosen in ("skip", "stop"), stop=chosen == "stop"
