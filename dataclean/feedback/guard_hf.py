@@ -110,12 +110,19 @@ class GuardedTrainer(Trainer):  # type: ignore[misc, unused-ignore]
 
     Items carry `sample_id` (and `weight` from a `QuarantinedDataset`); the collator passes both
     through (ids as a list) and `remove_unused_columns=False` keeps them. `sampler_options` go to
-    the `QuarantineSampler` (default: shuffled with `args.seed`).
+    the `QuarantineSampler` (default: shuffled with `args.seed`). `shift`: the labels are the
+    inputs (causal LM: position t predicts token t+1); False when the collator shifted them.
     """
 
     def __init__(
-        self, *args: Any, guard: TrainingGuard, sampler_options: dict[str, Any] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        guard: TrainingGuard,
+        sampler_options: dict[str, Any] | None = None,
+        shift: bool = True,
+        **kwargs: Any,
     ) -> None:
+        self.shift = shift
         self.guard_callback = GuardCallback(guard)
         kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), self.guard_callback]
         super().__init__(*args, **kwargs)
@@ -149,7 +156,7 @@ class GuardedTrainer(Trainer):  # type: ignore[misc, unused-ignore]
         weights = inputs.pop(WEIGHT_KEY, None)
         labels = inputs.pop("labels")
         outputs = model(**inputs)
-        losses, tokens = per_sample_loss(outputs.logits, labels, shift=True, return_tokens=True)
+        losses, tokens = per_sample_loss(outputs.logits, labels, shift=self.shift, return_tokens=True)
         mass = tokens.to(losses.dtype)
         if weights is not None:
             mass = mass * torch.as_tensor(weights, dtype=losses.dtype, device=losses.device)
