@@ -252,3 +252,17 @@ def test_fp16_loss_scale_collapse_is_an_optimizer_event_and_quarantines_nothing(
     assert all(i.diagnosis != "data" for i in guard.incidents)
     assert not list_path.exists()
     assert incidents[30].quarantined == [] and incidents[30].loss_scale == 2.0**11
+
+
+def test_the_guards_logs_give_dataclean_feedback_the_same_spike(tmp_path):
+    guard = TrainingGuard(tmp_path / "guard", monitor=monitor())
+    Run(tmp_path / "guard" / "quarantine.parquet").train(guard, 45)
+    guard.close()
+    from dataclean.feedback.analyze import Settings, analyze
+
+    found = analyze(
+        tmp_path / "guard" / "losses", tmp_path / "guard" / "steps", settings=Settings(spike_window=20)
+    )
+    spikes = {s.step: s for s in found.spikes}
+    assert spikes[SPIKE_STEP].diagnosis == guard.incidents[0].diagnosis == "data"
+    assert sorted(spikes[SPIKE_STEP].sample_ids) == sorted(guard.incidents[0].blamed) == JUNK_IDS
