@@ -34,7 +34,6 @@ sys.path.insert(0, str(ROOT))
 from train import TinyByteLM, encode  # noqa: E402  (the example's model and byte encoding)
 
 from dataclean.feedback.guard import TrainingGuard  # noqa: E402
-from dataclean.feedback.monitor import SpikeMonitor  # noqa: E402
 from dataclean.feedback.torch_utils import per_sample_loss  # noqa: E402
 
 BATCH, SEQ_LEN = 32, 128
@@ -61,7 +60,7 @@ def run_arm(
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     guard = None
     if arm != "bare":
-        guard = TrainingGuard(folder / arm, monitor=SpikeMonitor(), log=arm == "guard+logs")
+        guard = TrainingGuard(folder / arm, log=arm == "guard+logs")
     ids = [f"doc{k}" for k in range(len(inputs))]
     step_times, guard_times = [], []
     generator = torch.Generator().manual_seed(0)

@@ -41,6 +41,7 @@ import pyarrow as pa
 
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
+from dataclean.feedback.analyze import Settings
 from dataclean.feedback.diagnose import DIAGNOSES, DiagnosisRules, diagnose
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter
 from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
@@ -145,6 +146,7 @@ class TrainingGuard:
     `{"data": "skip", "grad_explosion": "stop"}`. `quarantine`: the list to merge blamed samples
     into (default FOLDER/quarantine.parquet). `view`: a `DatasetQuarantine` over the training
     data: gives the text hashes of blamed samples and is refreshed as soon as the list changes.
+    `monitor`: the spike detector (default: `dataclean feedback`'s settings, `default_monitor`).
     `history`: steps remembered for the diagnosis (grad-norm and loss-scale baselines).
     `agree`: with several data-parallel ranks, a collective that returns the largest of every
     rank's code (0 go on, 1 skip, 2 stop), e.g. `torch_utils.max_over_ranks`: all ranks then skip
@@ -176,7 +178,7 @@ class TrainingGuard:
         self.quarantine_path = Path(quarantine) if quarantine else self.folder / "quarantine.parquet"
         self.incidents_path = self.folder / "incidents.jsonl"
         self.rank = rank
-        self.monitor = monitor or SpikeMonitor()
+        self.monitor = monitor or default_monitor()
         self.rules = rules or DiagnosisRules()
         self.view = view
         self.agree = agree
@@ -396,6 +398,18 @@ class TrainingGuard:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def default_monitor() -> SpikeMonitor:
+    """The spike detector with `dataclean feedback`'s default settings, so that the live guard
+    and the analysis after the run call the same steps spikes."""
+    settings = Settings()
+    return SpikeMonitor(
+        window=settings.spike_window,
+        k=settings.spike_k,
+        min_ratio=settings.spike_ratio,
+        method=settings.spike_method,
+    )
 
 
 def drop_update(optimizer: Any) -> None:
