@@ -120,6 +120,11 @@ def multilingual_lines(limit: int = 3000, seed: int = 14) -> list[str]:
     return chosen[:limit]
 
 
+def removal_only(text: str) -> str:
+    """dataclean's removal steps alone (no repair), applied to both sides before comparing."""
+    return clean_text(text, fix_mojibake=False, unescape_html=False)
+
+
 def code_page_repair(lines: list[str]) -> dict[str, dict[str, Any]]:
     """Per code page: lines turned into mojibake, and how many clean_text / ftfy give back."""
     results: dict[str, dict[str, Any]] = {}
@@ -129,9 +134,9 @@ def code_page_repair(lines: list[str]) -> dict[str, dict[str, Any]]:
             broken = mojibake(line, code_page)
             if broken == line:
                 continue
-            expected = clean_text(line, fix_mojibake=False, unescape_html=False)
+            expected = removal_only(line)
             ours_text = clean_text(broken)
-            ftfy_text = clean_text(ftfy.fix_text(broken, SAME_FIXERS), fix_mojibake=False, unescape_html=False)
+            ftfy_text = removal_only(ftfy.fix_text(broken, SAME_FIXERS))
             cases += 1
             ours += ours_text == expected
             theirs += ftfy_text == expected
@@ -144,12 +149,10 @@ def corpus_repair(docs: list[str]) -> dict[str, int]:
     """Of the documents ftfy (same fixers) changes, how many clean_text changes identically."""
     changed = same = 0
     for doc in docs:
-        reference = ftfy.fix_text(doc, SAME_FIXERS)
-        if clean_text(reference, fix_mojibake=False, unescape_html=False) != clean_text(
-            doc, fix_mojibake=False, unescape_html=False
-        ):
+        reference = removal_only(ftfy.fix_text(doc, SAME_FIXERS))
+        if reference != removal_only(doc):
             changed += 1
-            same += clean_text(doc) == clean_text(reference, fix_mojibake=False, unescape_html=False)
+            same += clean_text(doc) == reference
     return {"ftfy_changed": changed, "same": same}
 
 
