@@ -62,7 +62,17 @@ _CANDIDATE = re.compile(r"[.!?…‥。！？；．｡\n][.!?…‥。！？；�
 _TERMINATOR_CHARS = ".!?…‥。！？；．｡"
 _CLAUSE = re.compile(r"[，、：﹐﹑﹕](?:[" + re.escape(_CLOSERS) + r"]*)\s*|[,;:](?=\s)\s*")
 _SPACE = re.compile(r"\s+")
-_ROMAN = re.compile(r"[ivxlcIVXLC]{1,6}")
+_ROMAN = re.compile(r"[ivxlc]{1,6}|[IVXLC]{1,6}")
+_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
+_WORD = re.compile(r"[^\s,;:.!?)\]}”’\"]+")
+# A list marker closed by a parenthesis alone ("2) The second item"), found apart from the
+# sentence candidates (".)" markers are period candidates).
+_PAREN_MARKER = re.compile(r"\)(?= +[A-Z])")
+_LIST_BULLETS = "•⁃‣◦"
+# A parenthesized citation closed by a terminator: "... stairways [...]" (Smith 55).
+_CITATION = re.compile(r"\([^()\n]{1,80}\)[.!?]")
+# An attached period followed by a spaced three-dot ellipsis and a new sentence ("compounds. . . . The").
+_ELLIPSIS_AFTER = re.compile(r" ?\. \. \.\s+[A-Z\"“‘'(\[]")
 
 
 def _is_cjk(char: str) -> bool:
@@ -76,48 +86,166 @@ def _is_cjk(char: str) -> bool:
     )
 
 
-@lru_cache(maxsize=1)
-def abbreviations() -> tuple[frozenset[str], frozenset[str]]:
-    """(title, general) English abbreviations from data/split/abbreviations_en.tsv."""
-    table = resources.files("dataclean") / "data" / "split" / "abbreviations_en.tsv"
-    title: set[str] = set()
-    general: set[str] = set()
-    for line in table.read_text(encoding="utf-8").splitlines():
-        if not line or line.startswith("#") or line.startswith("abbreviation\t"):
+def _read_table(name: str) -> dict[str, set[str]]:
+    """A two-column TSV of data/split (`#` comments, a header row): the words of each kind."""
+    table = resources.files("dataclean") / "data" / "split" / name
+    kinds: dict[str, set[str]] = {}
+    for line in table.read_text(encoding="utf-8").splitlines()[1:]:
+        if not line or line.startswith("#") or "\t" not in line:
             continue
         word, _, kind = line.partition("\t")
-        (title if kind == "title" else general).add(word)
-    return frozenset(title), frozenset(general)
+        if word not in ("abbreviation", "word"):
+            kinds.setdefault(kind, set()).add(word)
+    return kinds
 
 
-def _period_ends_sentence(text: str, at: int, after: str, unit_start: int) -> bool:
+@lru_cache(maxsize=1)
+def _words() -> dict[str, frozenset[str]]:
+    """English word lists by kind: title, general, time (data/split/abbreviations_en.tsv);
+    starter, preposition, exclamation (data/split/words_en.tsv)."""
+    found = _read_table("abbreviations_en.tsv") | _read_table("words_en.tsv")
+    kinds = ("title", "general", "time", "starter", "preposition", "exclamation")
+    return {kind: frozenset(found.get(kind, ())) for kind in kinds}
+
+
+def abbreviations() -> tuple[frozenset[str], frozenset[str]]:
+    """(title, general) English abbreviations from data/split/abbreviations_en.tsv."""
+    words = _words()
+    return words["title"], words["general"]
+
+
+def _next_word(text: str, at: int) -> str:
+    """The word starting at `at`, without the punctuation that follows it."""
+    match = _WORD.match(text, at)
+    return match.group() if match else ""
+
+
+def _spaced_period_ends_sentence(text: str, at: int) -> bool:
+    """Whether a period after a space ("end ." or the last of ". . .") ends a sentence.
+
+    A spaced ellipsis of three (". . .") marks words left out inside a sentence; of four, or a
+    period attached to a word followed by three (pragmatic segmenter's ellipsis rules), the
+    sentence ends: after the fourth period, or after the attached one (handled there).
+    """
+    count, start = 1, at
+    while start >= 2 and text[start - 1] == " " and text[start - 2] == ".":
+        count, start = count + 1, start - 2
+    attached = start > 0 and not text[start - 1].isspace()
+    if attached:
+        return count < 4
+    return count != 3
+
+
+def _is_fronted_phrase(text: str, unit_start: int, at: int) -> bool:
+    """Whether the sentence so far is a preposition and at most two more words ("At 5 a.m.")."""
+    words = text[unit_start:at].split()
+    return 0 < len(words) <= 3 and words[0].lstrip("(\"'“‘") in _words()["preposition"]
+
+
+def _period_ends_sentence(text: str, at: int, after: str, unit_start: int, end: int) -> bool:
     """Whether the single period at `text[at]`, followed by whitespace, ends a sentence.
 
-    `after` is the first character after the whitespace ("" at the end of the text) and
-    `unit_start` where the current sentence began (for list numbers).
+    `after` is the first character after the whitespace ("" at the end of the text), `end` its
+    offset, and `unit_start` where the current sentence began (for list numbers).
     """
     if at == 0 or text[at - 1].isspace():
-        return True  # a free-standing period (tokenized text: "end .")
+        return _spaced_period_ends_sentence(text, at)
     window = text[max(0, at - 24) : at].split()
     raw = window[-1] if window else ""
-    token = raw.lstrip("(\"'“‘[{<«")
+    token = raw.lstrip("(\"'“‘[{<«" + _LIST_BULLETS)
     lower = token.lower()
-    title, general = abbreviations()
-    if lower in title:
+    words = _words()
+    if lower in words["title"]:
         return False
-    if len(token) == 1 and token.isalpha() and token != "I":
-        return False  # an initial or a list letter
     upper_next = after == "" or after.isupper() or _is_cjk(after)
-    if lower in general:
-        return upper_next
+    if len(token) == 1 and token.isalpha():
+        # A lower-case letter is an initial, a list letter or a variable; an upper-case one ends
+        # a sentence only before a sentence starter and after a word that is not a name ("you
+        # and I. Did", not "Albert I. Jones" nor "Q. What").
+        if token.islower() or _next_word(text, end) not in words["starter"]:
+            return False
+        previous = text[max(unit_start, at - 40) : at - len(raw)].split()
+        return bool(previous) and not previous[-1][:1].isupper()
+    if lower in words["time"]:
+        return upper_next and not _is_fronted_phrase(text, unit_start, at)
+    if lower in words["general"]:
+        return upper_next and _next_word(text, end) not in ("I", "I'm", "I'll")
     if "." in token and all(0 < len(part) <= 2 and part.isalpha() for part in token.split(".")):
-        return upper_next  # dotted acronym: U.S, a.m, Ph.D
+        # A dotted acronym (U.S, E.U, J.C, Ph.D) ends a sentence before a sentence starter only.
+        return _next_word(text, end) in words["starter"]
     if len(token) <= 6 and at - len(raw) - unit_start <= 4:
         # "1." or "iv." at the start of a sentence is a list marker, not a sentence.
         lead = text[unit_start : at - len(raw)]
         if not lead.strip(_BULLETS) and ((token.isdigit() and len(token) <= 3) or _ROMAN.fullmatch(token)):
             return False
     return True
+
+
+def _list_value(token: str) -> list[tuple[str, int]]:
+    """(kind, value) readings of a list marker's label: 3 -> number 3, c -> letter 3, iv -> roman 4."""
+    if token.isdigit():
+        return [("number", int(token))]
+    readings = []
+    if len(token) == 1:
+        readings.append(("lower" if token.islower() else "upper", ord(token.lower()) - ord("a") + 1))
+    if _ROMAN.fullmatch(token):
+        value, previous = 0, 0
+        for char in reversed(token.lower()):
+            digit = _ROMAN_VALUES[char]
+            value, previous = (value - digit, previous) if digit < previous else (value + digit, digit)
+        readings.append(("roman" if token.islower() else "ROMAN", value))
+    return readings
+
+
+def _label_before(text: str, at: int) -> tuple[int, str] | None:
+    """(where the marker starts, its label) if text[:at] ends with a list label: a number of up
+    to 3 digits, a letter or a roman numeral, after whitespace or a bullet ("• 9", "⁃10", " b")."""
+    low = max(0, at - 8)
+    space = max(text.rfind(" ", low, at), text.rfind("\n", low, at), text.rfind("\t", low, at))
+    if space < 0 and low > 0:
+        return None
+    start = space + 1
+    token = text[start:at]
+    label = token.lstrip(_LIST_BULLETS)
+    if not label or not (
+        (label.isdigit() and len(label) <= 3)
+        or (len(label) == 1 and label.isalpha())
+        or _ROMAN.fullmatch(label)
+    ):
+        return None
+    if label == token and start >= 2 and text[start - 1] == " " and text[start - 2] in _LIST_BULLETS:
+        start -= 2  # "• 9.": the item starts at its bullet
+    return start, label
+
+
+class _ListChains:
+    """Numbered and lettered list items inside a line ("1.) The first item 2.) The second").
+
+    A marker (a label with ".", ")" or ".)", then an upper-case word) starts an item when it
+    follows the previous marker of the same kind and style in sequence (1 -> 2, a -> b, iv -> v),
+    and that sequence began at the start of a line or sentence or after a colon. Prose rarely
+    counts in sequence with an upper-case word after each number.
+    """
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[str, str], int] = {}
+
+    def starts_item(
+        self, text: str, marker: int, label: str, style: str, ends: list[int], levels: list[int]
+    ) -> bool:
+        """Note the marker at text[marker]; if it continues a list, cut before it (appending to
+        `ends`, `levels`) and return True."""
+        readings = _list_value(label)
+        continued = any(self.last.get((kind, style)) == value - 1 for kind, value in readings)
+        before = text[max(0, marker - 8) : marker].rstrip(" \t")
+        if continued or not before or before[-1] in "\n.!?:;)":
+            for kind, value in readings:
+                self.last[(kind, style)] = value
+        if not continued or marker <= (ends[-1] if ends else 0):
+            return False
+        ends.append(marker)
+        levels.append(SENTENCE)
+        return True
 
 
 def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
@@ -130,6 +258,14 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
     n = len(text)
     has_titles = "《" in text
     unit_start = 0
+    lists = _ListChains()
+    # Markers closed by ")" alone: (offset of the ")", label), merged in order with the candidates.
+    parens = [
+        (match.start(), labelled[1])
+        for match in _PAREN_MARKER.finditer(text)
+        if text[match.start() - 1 : match.start()] != "." and (labelled := _label_before(text, match.start()))
+    ]
+    next_paren = 0
     # Parity of ASCII '"' since the line start, to tell an opening '"' from a closing one.
     open_quotes = 0
     quotes_counted_to = 0
@@ -137,11 +273,17 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
         start, end = match.span()
         if end >= n:
             break
+        while next_paren < len(parens) and parens[next_paren][0] < start:
+            paren, label = parens[next_paren]
+            if lists.starts_item(text, paren - len(label), label, ")", ends, levels):
+                unit_start = ends[-1]
+            next_paren += 1
         found = match.group()
         first = found[0]
         if first == "\n":
             end = start + len(found) - len(found.lstrip())
             levels.append(PARAGRAPH if found.count("\n", 0, end - start) > 1 else LINE)
+            lists.last.clear()
             ends.append(end)
             unit_start = quotes_counted_to = end
             open_quotes = 0
@@ -150,11 +292,10 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
         after = text[end]
         if found == ". " and before < "\u2e80":
             # Fast path for the most common English candidate: a period and one space.
-            if (
-                not after.islower()
-                and after not in _TERMINATORS
-                and _period_ends_sentence(text, start, after, unit_start)
-            ):
+            marked = _label_before(text, start) if after.isupper() and before.isalnum() else None
+            if marked and lists.starts_item(text, *marked, ".", ends, levels):
+                unit_start = ends[-1]
+            if not after.islower() and _english_boundary(text, start, end, ".", after, unit_start):
                 ends.append(end)
                 levels.append(SENTENCE)
                 unit_start = end
@@ -195,12 +336,11 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
                 space = ""
         elif not space:
             boundary = _is_cjk(after)
-        elif after.islower() or after in _TERMINATORS:
-            boundary = False
-        elif term == ".":
-            boundary = _period_ends_sentence(text, start, after, unit_start)
         else:
-            boundary = True
+            marked = _label_before(text, start) if term == "." and after.isupper() else None
+            if marked and close in ("", ")") and lists.starts_item(text, *marked, "." + close, ends, levels):
+                unit_start = ends[-1]
+            boundary = _english_boundary(text, start, end, term, after, unit_start)
         newlines = space.count("\n")
         if newlines > 1:
             level = PARAGRAPH
@@ -216,7 +356,32 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
         if newlines:
             quotes_counted_to = end
             open_quotes = 0
+    for paren, label in parens[next_paren:]:
+        lists.starts_item(text, paren - len(label), label, ")", ends, levels)
     return ends, levels
+
+
+def _english_boundary(text: str, start: int, end: int, term: str, after: str, unit_start: int) -> bool:
+    """Whether the terminators `term` at text[start], then closers and whitespace up to `end`
+    (before `after`, not CJK), end a sentence."""
+    if after.islower():
+        return False
+    if after in _TERMINATORS:
+        # "compounds. . . . The": the attached period ends the sentence, the ellipsis opens the next.
+        return (
+            term == "."
+            and start > 0
+            and not text[start - 1].isspace()
+            and bool(_ELLIPSIS_AFTER.match(text, end))
+        )
+    if after == "(" and _CITATION.match(text, end):
+        return False  # a citation after a quotation belongs to it: "... stairways" (Smith 55).
+    if term == ".":
+        return _period_ends_sentence(text, start, after, unit_start, end)
+    if term == "!":
+        words = text[max(unit_start, start - 24) : start].split()
+        return not words or words[-1].lstrip("(\"'“‘") not in _words()["exclamation"]
+    return True
 
 
 def _in_title(text: str, unit_start: int, at: int) -> bool:
