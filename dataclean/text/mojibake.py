@@ -35,8 +35,12 @@ from ftfy.badness import BADNESS_RE, MOJIBAKE_CATEGORIES
 from ftfy.chardata import CHARMAP_ENCODINGS, HTML_ENTITY_RE
 
 _C1 = re.compile("[\x80-\x9f]")
-# Characters either side of a pair that ftfy's detector may need to see (its longest pattern is 6).
-_CONTEXT = 6
+# ftfy also repairs these lead bytes when their continuation byte 0xA0 became a plain space
+# (restore_byte_a0) or was lost to "?" or U+FFFD (replace_lossy_sequences): "voilÃ le travail".
+_LOST_CONTINUATION = re.compile("[ÂÃ](?=[ ?\ufffd])")
+# Characters either side of a pair that ftfy's detector looks at: its patterns (at most 6 long)
+# that overlap or touch the pair.
+_CONTEXT = 4
 
 
 def _char_class(chars: set[str]) -> str:
@@ -75,11 +79,6 @@ def _tables() -> tuple[re.Pattern[str], frozenset[str]]:
         leads |= lead
         continuations |= continuation
         pairs.update(first + second for first in lead for second in continuation)
-    # ftfy also repairs a lead byte whose continuation byte 0xA0 became a plain space
-    # (restore_byte_a0) or was lost to "?" or U+FFFD (replace_lossy_sequences), for these leads.
-    for first in "ÂÃ":
-        pairs.update(first + second for second in " ?\ufffd")
-        continuations |= set(" ?\ufffd")
     pattern = re.compile(_char_class(leads) + "(?=" + _char_class(continuations) + ")")
     return pattern, frozenset(pairs)
 
@@ -89,16 +88,19 @@ def _bad_lines(text: str) -> set[int]:
     pattern, pairs = _tables()
     needed = _needed()
     starts: set[int] = set()
-    line_end = -1  # end of the last line flagged: its other pairs need no look
-    for match in pattern.finditer(text):
-        at = match.start()
-        if at < line_end or text[at : at + 2] not in pairs:
-            continue
-        low, high = max(0, at - _CONTEXT), at + 2 + _CONTEXT
-        if needed.search(text, low, high) and BADNESS_RE.search(text, low, high):
-            start = text.rfind("\n", 0, at) + 1
-            starts.add(start)
-            line_end = text.find("\n", at) % (len(text) + 1)
+    searches = [pattern.finditer(text)]
+    if "Â" in text or "Ã" in text:
+        searches.append(_LOST_CONTINUATION.finditer(text))
+    for matches in searches:
+        line_end = -1  # end of the last line flagged: its other pairs need no look
+        for match in matches:
+            at = match.start()
+            if at < line_end or (match.re is pattern and text[at : at + 2] not in pairs):
+                continue
+            low, high = max(0, at - _CONTEXT), at + 2 + _CONTEXT
+            if needed.search(text, low, high) and BADNESS_RE.search(text, low, high):
+                starts.add(text.rfind("\n", 0, at) + 1)
+                line_end = text.find("\n", at) % (len(text) + 1)
     if _C1.search(text):
         starts.update(text.rfind("\n", 0, match.start()) + 1 for match in _C1.finditer(text))
     return starts
@@ -111,10 +113,11 @@ def _entity_lines(text: str) -> set[int]:
     return {text.rfind("\n", 0, match.start()) + 1 for match in HTML_ENTITY_RE.finditer(text, 0, stop)}
 
 
-def _config(fix_encoding: bool, unescape_html: bool) -> ftfy.TextFixerConfig:
-    """ftfy's encoding fixer and HTML unescaping as asked; its other fixers off."""
+@lru_cache(maxsize=2)
+def _with_html(fix_encoding: bool) -> ftfy.TextFixerConfig:
+    """ftfy's HTML unescaping, and its encoding fixer if asked; its other fixers off."""
     return ftfy.TextFixerConfig(
-        unescape_html=unescape_html,
+        unescape_html=True,
         fix_encoding=fix_encoding,
         fix_c1_controls=fix_encoding,
         remove_terminal_escapes=False,
@@ -137,13 +140,16 @@ def repair_lines(text: str, fix_encoding: bool = True, unescape_html: bool = Tru
     entities = _entity_lines(text) if unescape_html and "&" in text else set()
     if not starts and not entities:
         return text
-    with_html, without_html = _config(fix_encoding, True), _config(fix_encoding, False)
+    with_html = _with_html(fix_encoding)
     pieces: list[str] = []
     done = 0
     for start in sorted(starts | entities):
         end = text.find("\n", start) + 1 or len(text)
         pieces.append(text[done:start])
-        pieces.append(ftfy.fix_text(text[start:end], with_html if start in entities else without_html))
+        line = text[start:end]
+        # ftfy.fix_encoding is fix_text with only that fixer (C1 controls included), without the
+        # second pass fix_text makes to see that nothing changes any more.
+        pieces.append(ftfy.fix_text(line, with_html) if start in entities else ftfy.fix_encoding(line))
         done = end
     pieces.append(text[done:])
     return "".join(pieces)
