@@ -116,11 +116,13 @@ def timed_rounds(
     all see the same load on a shared machine; every case gets the same rounds.
     `memory`, if given, receives each case's peak memory above its start (MiB, max of rounds)."""
     seconds: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(repeat):
-        for name, function in cases.items():
+    names = list(cases)
+    for round_ in range(repeat):
+        # Each round starts one case later, so that no case is always the first (or last) run.
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             with PeakMemory() as peak:
                 start = time.perf_counter()
-                function()
+                cases[name]()
                 seconds[name].append(time.perf_counter() - start)
             if memory is not None and peak.megabytes is not None:
                 memory[name] = max(memory.get(name, 0.0), peak.megabytes)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
@@ -67,9 +68,13 @@ def _clean(
     text: str, normalization: Normalization, fix_mojibake: bool, unescape_html: bool
 ) -> tuple[str, int, int]:
     """(cleaned text, characters removed or replaced, garbage characters before removal)."""
+    suspect = _SUSPECT.search(text)
     if fix_mojibake or unescape_html:
-        text = repair_lines(text, fix_mojibake, unescape_html)
-    if _SUSPECT.search(text) is None:
+        # Without suspect characters there is no C1 character for the repair to look for.
+        repaired = repair_lines(text, fix_mojibake, unescape_html, may_have_c1=suspect is not None)
+        if repaired is not text:
+            text, suspect = repaired, _SUSPECT.search(repaired)
+    if suspect is None:
         if normalization != "none":
             text = unicodedata.normalize(normalization, text)
         return text, 0, 0
@@ -134,11 +139,13 @@ class CleanText(Stage):
         cleaned: list[str] = []
         removed: list[int] = []
         reasons: list[str | None] = []
+        changed: list[bool] = []
         for text, bad_bytes in zip(texts, bad, strict=True):
             new, count, garbage = _clean(text, self.normalization, self.fix_mojibake, self.unescape_html)
             cleaned.append(new)
             removed.append(count)
-            if not new.strip():
+            changed.append(new is not text and new != text)
+            if not new or new.isspace():  # no stripped copy of every document
                 reasons.append("empty")
             elif garbage + bad_bytes > self.max_garbage_fraction * (len(text) + bad_bytes):
                 reasons.append("garbage")
@@ -147,12 +154,24 @@ class CleanText(Stage):
         if self.max_repeat_chars:
             flags = repetition_flags(cleaned, self.max_repeat_period, self.max_repeat_chars)
             reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
-        text_array = pa.array(cleaned, pa.string())
+        text_array = _replaced(table.column(C.TEXT), cleaned, changed)
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         if C.LANG not in table.column_names:
             table = table.append_column(C.LANG, detect_langs(text_array))
         return with_drops(table, reasons)
+
+
+def _replaced(column: pa.ChunkedArray, cleaned: list[str], changed: list[bool]) -> pa.Array:
+    """The text column with the changed rows replaced: most rows are unchanged, and converting
+    every Python string back to Arrow would cost more than cleaning them."""
+    original = column.combine_chunks()
+    if original.type != pa.string():
+        original = original.cast(pa.string())
+    if not any(changed):
+        return original
+    values = pa.array([text for text, change in zip(cleaned, changed, strict=True) if change], pa.string())
+    return pc.replace_with_mask(original, pa.array(changed, pa.bool_()), values)
 
 
 def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
