@@ -1,6 +1,6 @@
 """Benchmark the clean stage against ftfy.fix_text on every document, and its mojibake repair.
 
-    python benchmarks/bench_clean.py [--repeat 4] [--rounds 5] [--json PATH]
+    python benchmarks/bench_clean.py [--repeat 4] [--rounds 3] [--json PATH]
 
 Speed, MB/s per core (one process), every implementation on the same documents, with the same
 warm-up (one untimed pass over the first 200 documents) and the same number of timed rounds, run
@@ -13,8 +13,9 @@ min-max beside it:
 - ftfy.fix_text on every document with the fixers dataclean also applies (HTML entities, encoding
   with its C1, byte-A0 and lossy-sequence fixes, line breaks, control characters) and the others
   (quotes, widths, ligatures, surrogates, terminal escapes, NFC) off: the reference for the >= 8x
-  target; and ftfy.fix_text with its defaults, as datatrove's and NeMo Curator's formatters run it;
-- datatrove's FTFYFormatter step over datatrove Documents, if datatrove is installed;
+  target;
+- datatrove's FTFYFormatter step over datatrove Documents (ftfy.fix_text as datatrove configures
+  it), if datatrove is installed;
 - one regex pass stripping control characters (a floor: the least any cleaner must do).
 The corpus is web + Chinese documents (`--repeat` copies), 3% of them with their first 200
 characters turned into mojibake through one of five code pages in turn (UTF-8 read as
@@ -90,23 +91,24 @@ def corpus(repeat: int, seed: int = 1) -> list[str]:
     return docs
 
 
-def timed_rounds(cases: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Seconds of each case in each round. Cases run round-robin so that all see the same load,
-    and each round starts one case later, so that no case is always the first (or last) run."""
+def timed_rounds(
+    cases: dict[str, Callable[[], object]], rounds: int
+) -> tuple[dict[str, list[float]], dict[str, float | None]]:
+    """Seconds of each case in each round, and each case's peak memory above its start (MiB, max
+    over rounds). Cases run round-robin so that all see the same load, and each round starts one
+    case later, so that no case is always the first (or last) run."""
     seconds: dict[str, list[float]] = {name: [] for name in cases}
+    memory: dict[str, float | None] = dict.fromkeys(cases)
     names = list(cases)
     for round_ in range(rounds):
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-            started = time.perf_counter()
-            cases[name]()
-            seconds[name].append(time.perf_counter() - started)
-    return seconds
-
-
-def peak_memory(function: Callable[[], object]) -> float | None:
-    with PeakMemory() as memory:
-        function()
-    return memory.megabytes
+            with PeakMemory() as peak:
+                started = time.perf_counter()
+                cases[name]()
+                seconds[name].append(time.perf_counter() - started)
+            if peak.megabytes is not None:
+                memory[name] = max(memory[name] or 0.0, peak.megabytes)
+    return seconds, memory
 
 
 def multilingual_lines(limit: int = 3000, seed: int = 14) -> list[str]:
@@ -180,7 +182,7 @@ def datatrove_case(docs: list[str]) -> Callable[[], object] | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=4, help="copies of the base corpus")
-    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per implementation")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per implementation")
     parser.add_argument("--batch-rows", type=int, default=2048)
     parser.add_argument("--json", help="also write the comparisons here (for run_all.py)")
     args = parser.parse_args()
@@ -210,7 +212,6 @@ def main() -> None:
             "dataclean CleanText, lang column given": lambda: [stage(batch) for batch in with_lang],
             "dataclean clean_text (function)": lambda: [clean_text(doc) for doc in texts],
             "ftfy.fix_text, same fixers": lambda: [ftfy.fix_text(doc, SAME_FIXERS) for doc in texts],
-            "ftfy.fix_text, defaults": lambda: [ftfy.fix_text(doc) for doc in texts],
             "regex strip of control characters": lambda: [CONTROL.sub("", doc) for doc in texts],
         }
         datatrove = datatrove_case(texts)
@@ -221,8 +222,7 @@ def main() -> None:
     for function in cases_for(docs[:WARM_UP_DOCS]).values():
         function()  # the same warm-up for all (compiles the repetition kernel, fills caches)
     cases = cases_for(docs)
-    seconds = timed_rounds(cases, args.rounds)
-    memory = {name: peak_memory(function) for name, function in cases.items()}
+    seconds, memory = timed_rounds(cases, args.rounds)
     median = {name: statistics.median(values) for name, values in seconds.items()}
     reference = megabytes / median["ftfy.fix_text, same fixers"]
     print(f"median of {args.rounds} rounds, same input, same warm-up; one core")
