@@ -91,24 +91,24 @@ def corpus(repeat: int, seed: int = 1) -> list[str]:
     return docs
 
 
-def timed_rounds(
-    cases: dict[str, Callable[[], object]], rounds: int
-) -> tuple[dict[str, list[float]], dict[str, float | None]]:
-    """Seconds of each case in each round, and each case's peak memory above its start (MiB, max
-    over rounds). Cases run round-robin so that all see the same load, and each round starts one
-    case later, so that no case is always the first (or last) run."""
+def timed_rounds(cases: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Seconds of each case in each round. Cases run round-robin so that all see the same load,
+    and each round starts one case later, so that no case is always the first (or last) run."""
     seconds: dict[str, list[float]] = {name: [] for name in cases}
-    memory: dict[str, float | None] = dict.fromkeys(cases)
     names = list(cases)
     for round_ in range(rounds):
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-            with PeakMemory() as peak:
-                started = time.perf_counter()
-                cases[name]()
-                seconds[name].append(time.perf_counter() - started)
-            if peak.megabytes is not None:
-                memory[name] = max(memory[name] or 0.0, peak.megabytes)
-    return seconds, memory
+            started = time.perf_counter()
+            cases[name]()
+            seconds[name].append(time.perf_counter() - started)
+    return seconds
+
+
+def peak_memory(function: Callable[[], object]) -> float | None:
+    """Peak memory of one more, untimed run (its sampling thread would slow the timed ones)."""
+    with PeakMemory() as memory:
+        function()
+    return memory.megabytes
 
 
 def multilingual_lines(limit: int = 3000, seed: int = 14) -> list[str]:
@@ -222,7 +222,8 @@ def main() -> None:
     for function in cases_for(docs[:WARM_UP_DOCS]).values():
         function()  # the same warm-up for all (compiles the repetition kernel, fills caches)
     cases = cases_for(docs)
-    seconds, memory = timed_rounds(cases, args.rounds)
+    seconds = timed_rounds(cases, args.rounds)
+    memory = {name: peak_memory(function) for name, function in cases.items()}
     median = {name: statistics.median(values) for name, values in seconds.items()}
     reference = megabytes / median["ftfy.fix_text, same fixers"]
     print(f"median of {args.rounds} rounds, same input, same warm-up; one core")
