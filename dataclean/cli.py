@@ -199,7 +199,8 @@ def _close_writing_report(engine: Any, output: str) -> None:
     multiple=True,
     metavar="LANG[=PATH]",
     help="Perplexity reference models, replacing the bundled en and zh: a bundled name or "
-    "LANG=MODEL_DIR (from `dataclean lm train`), e.g. --lm en=models/web_en --lm zh.",
+    "LANG=MODEL_DIR (from `dataclean lm train`; a local folder or a URI such as s3://bucket/de), "
+    "e.g. --lm en=models/web_en --lm zh --lm de=s3://models/de.",
 )
 @click.option(
     "--max-ppl",
