@@ -68,7 +68,8 @@ def _han(text: str) -> int:
 
 
 def _latin(text: str) -> int:
-    return sum(ch.isascii() and ch.isalpha() for ch in text)
+    """Latin letters: ASCII, Latin-1 and Latin Extended-A/B (é, ł, ș...)."""
+    return sum(ch.isalpha() and (ch.isascii() or "\u00c0" <= ch <= "\u024f") for ch in text)
 
 
 @pytest.mark.parametrize("chinese_share", [0.2, 0.35, 0.45, 0.55, 0.65, 0.8])
