@@ -122,3 +122,24 @@ def test_language_filter_from_the_command_line(tmp_path: Path) -> None:
     assert len(excluded) == len(rows) - 2
     stats = json.loads((out / "stats.json").read_text())
     assert stats["totals"]["invariant_holds"]
+
+
+def test_a_model_uri_is_fetched_once_and_again_when_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclean.errors import ConfigError
+    from dataclean.lm.fetch import fetch_model
+
+    monkeypatch.setenv("DATACLEAN_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.json").write_text('{"lang": "xx"}')
+    (folder / "tokenizer.model").write_bytes(b"first")
+    first = fetch_model(folder.as_uri())
+    assert (first / "tokenizer.model").read_bytes() == b"first"
+    assert fetch_model(folder.as_uri()) == first
+    (folder / "tokenizer.model").write_bytes(b"second, longer")
+    second = fetch_model(folder.as_uri())
+    assert second != first and (second / "tokenizer.model").read_bytes() == b"second, longer"
+    with pytest.raises(ConfigError, match="not a folder"):
+        fetch_model((tmp_path / "missing").as_uri())

