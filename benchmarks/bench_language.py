@@ -14,7 +14,9 @@ reference, lid.176 through fastText's own `predict` on each output row's whole t
   language;
 - rows of a language without a model that got a `ppl` (must be 0).
 
-    python benchmarks/bench_language.py [--data ../shared/data/web] [--rounds 3]
+    python benchmarks/bench_language.py [--data CORPUS.jsonl.gz] [--rounds 3]
+
+(`--data` defaults to the Common Crawl sample of ../shared/data/web.)
 
 Benchmark-only: never imported by tests.
 """
@@ -28,10 +30,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import fasttext
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -71,6 +74,12 @@ def speed(docs: list[str], rounds: int, batch_rows: int = 2048) -> None:
     print(f"  ratio                                   {theirs / ours:8.1f}x")
 
 
+def _rows(folder: Path) -> list[dict[str, Any]]:
+    """Every row of an output folder; files of one folder may have different columns."""
+    tables = [pq.read_table(path) for path in sorted(folder.glob("*.parquet"))]
+    return pa.concat_tables(tables, promote_options="default").to_pylist() if tables else []
+
+
 def quality(data: str) -> None:
     reference = fasttext.load_model(str(bundled_model_path()))
 
@@ -80,13 +89,7 @@ def quality(data: str) -> None:
 
     with tempfile.TemporaryDirectory() as out:
         run_pipeline([data], out, build(), make_executor("local"))
-        kept = ds.dataset(f"{out}/data", format="parquet").to_table().to_pylist()
-        excluded_path = Path(out) / "excluded"
-        excluded = (
-            ds.dataset(str(excluded_path), format="parquet").to_table().to_pylist()
-            if excluded_path.is_dir()
-            else []
-        )
+        kept, excluded = _rows(Path(out) / "data"), _rows(Path(out) / "excluded")
     rows = [row for row in kept + excluded if row.get(C.LANG) is not None]
     documents = {row.get(C.PARENT_ID) or row[C.ID]: row[C.LANG] for row in rows}
     confident = [(row[C.LANG], *label(row[C.TEXT])) for row in rows]
@@ -109,7 +112,8 @@ def quality(data: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(SHARED / "web"), help="folder or file of web documents")
+    default = next(iter(sorted((SHARED / "web").glob("*.jsonl.gz"))), SHARED / "web")
+    parser.add_argument("--data", default=str(default), help="a file (or folder) of web documents")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=1, help="copies of the clean benchmark's corpus")
     args = parser.parse_args()
