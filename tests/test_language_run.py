@@ -65,7 +65,7 @@ def test_run_on_web_text_labels_like_lid176_and_judges_perplexity_within_each_la
             "--executor",
             "local",
             "--set",
-            f"perplexity.models=en,zh,es:{(tmp_path / 'es').as_uri()}",
+            f"perplexity.models=es:{(tmp_path / 'es').as_uri()}",
         ],
     )
     assert result.exit_code == 0, result.output

@@ -54,9 +54,10 @@ def _parse_pairs(values: tuple[str, ...], where: str) -> dict[str | None, str]:
 class ScorePerplexity(Stage):
     """Add `ppl` (CCNet perplexity under the reference model of the row's `lang`) and `lang`.
 
-    `models`: `LANG` for a bundled model (`en`, `zh`), or `LANG=PATH` / `LANG:PATH` for a model
-    folder written by `dataclean lm train`: a local path, or a URI any pyarrow filesystem reads
-    (`s3://`, `gs://`, `hdfs://`, `file://`), fetched once per machine (`dataclean.lm.fetch`).
+    `models`: added to the bundled models (`en`, `zh`), or replacing one of them: `LANG=PATH` /
+    `LANG:PATH` for a model folder written by `dataclean lm train` (a local path, or a URI any
+    pyarrow filesystem reads: `s3://`, `gs://`, `hdfs://`, `file://`, fetched once per machine by
+    `dataclean.lm.fetch`), `LANG` for a bundled model, `LANG=off` to score no row of that language.
     Only rows whose `lang` has a model are scored. `min_tokens`: texts with fewer SentencePiece
     pieces get a null `ppl`.
     `rescore`: score rows that already have a `ppl` (by default they keep it).
@@ -64,7 +65,7 @@ class ScorePerplexity(Stage):
 
     name: ClassVar[str] = "perplexity"
 
-    models: tuple[str, ...] = BUNDLED
+    models: tuple[str, ...] = ()
     min_tokens: int = DEFAULT_MIN_TOKENS
     rescore: bool = False
     _loaded: dict[str, LanguageModel] | None = field(default=None, init=False, repr=False, compare=False)
@@ -74,8 +75,6 @@ class ScorePerplexity(Stage):
         if self.min_tokens < 1:
             raise ConfigError(f"perplexity.min_tokens must be >= 1, got {self.min_tokens}")
         specs = self.model_specs()
-        if not specs:
-            raise ConfigError("perplexity.models: give at least one model (LANG or LANG=PATH)")
         for lang, spec in specs.items():
             if is_uri(spec):
                 check_remote_model(spec)
@@ -86,15 +85,18 @@ class ScorePerplexity(Stage):
                 )
 
     def model_specs(self) -> dict[str, str]:
-        """{lang: bundled name, model folder or URI}; LANG and PATH split at the first = or :."""
-        specs: dict[str, str] = {}
+        """{lang: bundled name, model folder or URI}: the bundled models, then `models` over them.
+
+        LANG and PATH split at the first = or :; `LANG=off` removes that language's model.
+        """
+        specs: dict[str, str] = {lang: lang for lang in BUNDLED}
         for value in self.models:
             cut = min((i for i in (value.find("="), value.find(":")) if i >= 0), default=-1)
             lang, path = (value[:cut], value[cut + 1 :]) if cut >= 0 else (value, "")
             if cut >= 0 and not (lang.strip() and path.strip()):
                 raise ConfigError(f"perplexity.models: {value!r} is not LANG or LANG=PATH")
             specs[lang.strip()] = path.strip() if cut >= 0 else lang.strip()
-        return specs
+        return {lang: spec for lang, spec in specs.items() if spec != "off"}
 
     def setup(self) -> None:
         """Load each language's model, once per worker process."""
