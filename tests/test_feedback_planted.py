@@ -14,7 +14,7 @@ import pytest
 from dataclean.feedback.analyze import analyze
 from dataclean.feedback.diagnose import EXCUSED
 from dataclean.feedback.outliers import find_outliers
-from dataclean.feedback.planted import PlantedRun, Score, evaluate, issue_scenario
+from dataclean.feedback.planted import PlantedRun, Score, evaluate, everything_at_once, issue_scenario
 
 
 def analyze_run(tmp_path, run, columns=("lr", "grad_norm", "loss_scale"), steps=True):
@@ -80,18 +80,9 @@ def test_everything_at_once_over_several_epochs_and_ranks(tmp_path):
     """Every diagnosis in one run of 4 epochs on 4 ranks, with NaN losses and overlapping events: a
     data spike inside an fp16 overflow's streak of halvings, one during a grad-norm climb, one
     just after an lr overshoot; an overflow whose whole batch is NaN."""
-    run = PlantedRun(steps=2400, batch=16, samples=8000, ranks=4, warmup=100, seed=5)
-    run.plant_outliers(25)
-    nan_ids = run.plant_nonfinite_samples(3)
-    run.plant_lr_overshoot(120)
-    run.plant_data_spike(126, count=3)
-    run.plant_fp16_overflow(600, nan=True)
-    run.plant_fp16_overflow(1000)
-    run.plant_data_spike(1003)
-    run.plant_single_rank(1300, rank=2)
-    run.plant_data_spike(1850, count=1, loss=80.0)
-    run.plant_grad_explosion(1900)
-    run.plant_data_spike(2200)
+    run = everything_at_once()
+    nan_ids = sorted(set(run.ids[run.sample_index[np.isnan(run.loss)]].tolist()))
+    assert len(nan_ids) == 3
     analysis = analyze_run(tmp_path, run)
     result = assert_done(run, analysis)
     assert {d for _, d, _ in result.found} == {

@@ -275,3 +275,60 @@ def issue_scenario(seed: int = 0) -> PlantedRun:
     run.plant_grad_explosion(1800)
     run.plant_data_spike(2500)
     return run
+
+
+def everything_at_once(seed: int = 5) -> PlantedRun:
+    """Every diagnosis in one run of 2,400 steps x 16 samples from 8,000 ids (4.8 epochs) on 4
+    ranks, with NaN losses and overlapping events: a data spike inside an fp16 overflow's streak of
+    halvings, one during a grad-norm climb, one just after an lr overshoot; an overflow whose whole
+    batch is NaN."""
+    run = PlantedRun(steps=2400, batch=16, samples=8000, ranks=4, warmup=100, seed=seed)
+    run.plant_outliers(25)
+    run.plant_nonfinite_samples(3)
+    run.plant_lr_overshoot(120)
+    run.plant_data_spike(126, count=3)
+    run.plant_fp16_overflow(600, nan=True)
+    run.plant_fp16_overflow(1000)
+    run.plant_data_spike(1003)
+    run.plant_single_rank(1300, rank=2)
+    run.plant_data_spike(1850, count=1, loss=80.0)
+    run.plant_grad_explosion(1900)
+    run.plant_data_spike(2200)
+    return run
+
+
+def main() -> None:
+    """Score `analyze` on the planted scenarios: `python -m dataclean.feedback.planted [SEEDS]`."""
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    from dataclean.feedback.analyze import analyze
+
+    seeds = [int(s) for s in sys.argv[1:]] or [0]
+    for name, make in (("issue 15", issue_scenario), ("everything at once", everything_at_once)):
+        for seed in seeds:
+            run = make(seed)
+            with tempfile.TemporaryDirectory() as folder:
+                pq.write_table(run.losses(), Path(folder) / "losses.parquet")
+                pq.write_table(run.step_log(), Path(folder) / "steps.parquet")
+                found = analyze(Path(folder) / "losses.parquet", Path(folder) / "steps.parquet")
+            result = evaluate(
+                run.truth,
+                [(s.step, s.diagnosis, s.sample_ids) for s in found.spikes],
+                set(found.quarantine.column(S.SAMPLE_ID).to_pylist()),
+            )
+            right = len(result.found) - len(result.misdiagnosed)
+            print(
+                f"{name}, seed {seed}: {len(run.truth.spikes)} planted spikes, {right} found and "
+                f"named right ({len(result.wrong_samples)} blaming other samples), "
+                f"{len(result.missed)} missed, {len(result.false_spikes)} false; quarantine "
+                f"precision {result.precision:.3f}, recall {result.recall:.3f} "
+                f"({len(run.truth.bad_samples)} bad samples planted)"
+            )
+
+
+if __name__ == "__main__":
+    main()
