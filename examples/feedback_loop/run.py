@@ -122,19 +122,24 @@ def plot_curves(work: Path) -> Path | None:
     return path
 
 
-def check_spike(work: Path, step: int, records: list[str]) -> bool:
+def check_spike(work: Path, step: int, records: list[str], injected: dict[str, str]) -> bool:
     """Print what `dataclean feedback` said about the injected data spike; True if it named it
-    `data` and blamed exactly the corrupt records."""
+    `data` and blamed all the corrupt records and no clean sample (other injected samples that
+    shared the batch may be blamed with them)."""
     spikes = json.loads((work / "feedback" / "spikes.json").read_text())
     print(f"\nspikes found: {[(s['step'], s['diagnosis']) for s in spikes]}")
     found = next((s for s in spikes if s["step"] == step), None)
     if found is None:
         print(f"the data spike at step {step} was NOT found")
         return False
-    right = found["diagnosis"] == "data" and sorted(found["sample_ids"]) == sorted(records)
+    blamed = set(found["sample_ids"])
+    clean = sorted(blamed - set(injected))
+    right = found["diagnosis"] == "data" and set(records) <= blamed and not clean
     print(
-        f"data spike at step {step}: diagnosed {found['diagnosis']}, blamed "
-        f"{len(found['sample_ids'])} samples ({'the' if right else 'NOT the'} {len(records)} corrupt records)"
+        f"data spike at step {step}: diagnosed {found['diagnosis']}, blamed {len(blamed)} samples: "
+        f"{len(set(records) & blamed)} of the {len(records)} corrupt records, "
+        f"{len(blamed - set(records)) - len(clean)} other injected samples of that batch, "
+        f"{len(clean)} clean samples"
     )
     return right
 
@@ -171,7 +176,7 @@ def first_pass(work: Path, epochs: int = 4, executor: str = "local") -> dict[str
     injected.update({sample_id: "corrupt_record" for sample_id, _ in records})
     (work / "injected.json").write_text(json.dumps(injected, indent=1))
     figures = score(work, injected)
-    figures["spike"] = float(check_spike(work, spike_step, [i for i, _ in records]))
+    figures["spike"] = float(check_spike(work, spike_step, [i for i, _ in records], injected))
     return figures
 
 
