@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -57,38 +58,39 @@ def ids_in(folder: Path) -> set[str]:
 
 def score(work: Path, injected: dict[str, str]) -> dict[str, float]:
     """Print the per-kind table and the quarantine's precision and recall; return the figures.
-    The corrupt records of the data spike count as injected samples that reached training."""
+    The corrupt records of the data spike count as injected samples that reached training. Once
+    the rerun (WORK/clean2) exists, also what it left of each kind."""
     reached = ids_in(work / "clean1" / "data") | {i for i, k in injected.items() if k == "corrupt_record"}
     quarantine = set(pq.read_table(work / "feedback" / "quarantine.parquet").column("sample_id").to_pylist())
     rerun_kept = ids_in(work / "clean2" / "data")
     rerun_quarantined = ids_in(work / "clean2" / "quarantined")
+    rerun = (work / "clean2" / "data").exists()
     kinds = sorted(set(injected.values()))
-    print(f"\n{'kind':16} {'injected':>8} {'cleaned':>8} {'trained':>8} {'quarant.':>8} {'left':>6}")
+    left = f" {'left':>6}" if rerun else ""
+    print(f"\n{'kind':16} {'injected':>8} {'cleaned':>8} {'trained':>8} {'quarant.':>8}{left}")
     for kind in [*kinds, "(clean)"]:
         ids = {i for i, k in injected.items() if k == kind} if kind != "(clean)" else None
         if ids is None:
             ids = (reached | ids_in(work / "clean1" / "excluded")) - set(injected)
         print(
             f"{kind:16} {len(ids):8} {len(ids - reached):8} {len(ids & reached):8} "
-            f"{len(ids & quarantine):8} {len(ids & rerun_kept):6}"
+            f"{len(ids & quarantine):8}" + (f" {len(ids & rerun_kept):6}" if rerun else "")
         )
     bad_trained = set(injected) & reached
     true_positive = len(quarantine & bad_trained)
     precision = true_positive / len(quarantine) if quarantine else 0.0
     recall = true_positive / len(bad_trained) if bad_trained else 1.0
     removed = set(injected) - rerun_kept
-    print(
-        f"\nquarantine: {len(quarantine)} samples, {true_positive} of them injected "
-        f"({len(rerun_quarantined)} rows quarantined in the rerun, near-duplicates included)"
-    )
+    print(f"\nquarantine: {len(quarantine)} samples, {true_positive} of them injected")
     print(
         f"precision {precision:.3f}, recall {recall:.3f} "
         f"(against the {len(bad_trained)} injected samples that reached training)"
     )
-    print(
-        f"whole loop: {len(removed)} of {len(injected)} injected samples removed "
-        f"({len(removed) / len(injected):.3f})"
-    )
+    if rerun:
+        print(
+            f"rerun: {len(rerun_quarantined)} rows quarantined (near-duplicates included); whole loop: "
+            f"{len(removed)} of {len(injected)} injected samples removed ({len(removed) / len(injected):.3f})"
+        )
     return {"precision": precision, "recall": recall}
 
 
@@ -148,6 +150,7 @@ def first_pass(work: Path, epochs: int = 4, executor: str = "local") -> dict[str
     """Steps 1-4: corpus, cleaning, training with a data spike, feedback; returns the figures
     (precision, recall, spike: 1.0 if the spike was diagnosed `data` with the right samples)."""
     work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work / "clean2", ignore_errors=True)  # an earlier run's rerun
     print("1. building the corpus", flush=True)
     injected = corpus.build(work)
     records = corpus.spike_records(SPIKE_RECORDS)
@@ -203,6 +206,7 @@ def main() -> None:
     train.train(work / "clean2", work / "logs2", work / "heldout.jsonl", epochs=args.epochs, batch_size=BATCH)
 
     print("6. results", flush=True)
+    score(work, json.loads((work / "injected.json").read_text()))
     picture = plot_curves(work)
     for name in ("logs1", "logs2"):
         curve = json.loads((work / name / "curve.json").read_text())
