@@ -153,6 +153,14 @@ class PlantedRun:
         self.truth.bad_samples.update(ids)
         return ids
 
+    def plant_unlucky(self, factor: float = 3.0) -> str:
+        """One occurrence, `factor` times its loss, of a sample seen at least three times: one bad
+        batch must not condemn it (nothing is recorded in the truth)."""
+        seen = np.bincount(self.sample_index, minlength=len(self.ids))
+        row = int(np.flatnonzero(seen[self.sample_index] >= 3)[len(self.sample_index) // 2 % 97])
+        self.loss[row] *= factor
+        return str(self.ids[self.sample_index[row]])
+
     def plant_nonfinite_samples(self, count: int) -> list[str]:
         """Samples whose loss is NaN every time (e.g. a sample that overflows on its own); the step
         loss of each of their batches is NaN too, a `data` spike blaming them."""
