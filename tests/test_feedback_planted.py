@@ -15,6 +15,7 @@ from dataclean.feedback.analyze import analyze
 from dataclean.feedback.diagnose import EXCUSED
 from dataclean.feedback.outliers import find_outliers
 from dataclean.feedback.planted import PlantedRun, Score, evaluate, everything_at_once, issue_scenario
+from dataclean.feedback.report import markdown
 
 
 def analyze_run(tmp_path, run, columns=("lr", "grad_norm", "loss_scale"), steps=True):
@@ -58,6 +59,8 @@ def test_issue_scenario(tmp_path, seed):
     for spike in analysis.spikes:
         excused = any("not counted against its samples" in e for e in spike.evidence)
         assert excused == (spike.diagnosis in EXCUSED)
+    assert "losses not counted against their samples" in markdown(analysis, analysis.quarantine, None)
+    assert "): 32" in markdown(analysis, analysis.quarantine, None)
     # Every sample of the two optimizer events' batches had those occurrences excused.
     verdicts = analysis.verdicts
     for step in (900, 1800):
