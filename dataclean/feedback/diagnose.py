@@ -15,10 +15,10 @@ Rules, checked in this order (the first that fits names the spike):
   least `grad_rise` times, and `grad_z` robust z-scores above, its baseline: the median/MAD of
   the steps since warm-up ended, or of the last `grad_baseline` steps if fewer. A long robust
   baseline is what catches a slow creep (grad norm 2 -> 4 over ~200 steps at peak lr, then the
-  spike): a baseline of the last hundred steps already sits inside the climb. Grad norms rising
-  ahead of loss spikes are what OPT's and BLOOM's training logbooks report and what "Spike No
+  spike): a baseline of the last hundred steps already sits inside the climb. Grad-norm surges
+  around loss spikes are what OPT's and BLOOM's training logbooks record, and what "Spike No
   More" (Takase et al. 2023) and "A Theory on Adam Instability in Large-Scale Machine Learning"
-  (Molybog et al. 2023) study.
+  (Molybog et al. 2023) study as the spikes' mechanism.
 - `lr_overshoot`: the whole batch rose together and the lr had reached its peak within
   `baseline` steps: instability that grows with the learning rate and that a longer warm-up or a
   lower peak removes (Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
