@@ -2,7 +2,8 @@
 from nothing but this repository, with default settings, its quarantine list has precision and
 recall >= 0.9 against the injected samples (its answer key, written before any detector runs),
 and the data spike it injects into training is diagnosed `data` with exactly the corrupt
-records. Needs torch (the `torch` extra); a few CPU minutes."""
+records, after the run and, by the training guard, while it trains. Needs torch (the `torch`
+extra); a few CPU minutes."""
 
 from __future__ import annotations
 
@@ -62,4 +63,5 @@ def test_the_example_meets_its_target_with_default_settings(tmp_path, example):
     run, _, _ = example
     figures = run.first_pass(tmp_path / "work")
     assert figures["spike"] == 1.0
+    assert figures["guard"] == 1.0  # the training guard caught it live, with the same samples
     assert figures["precision"] >= 0.9 and figures["recall"] >= 0.9, figures

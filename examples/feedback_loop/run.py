@@ -146,11 +146,35 @@ def check_spike(work: Path, step: int, records: list[str], injected: dict[str, s
     return right
 
 
+def check_guard(logs: Path, step: int, records: list[str], injected: dict[str, str]) -> bool:
+    """Print what the training guard did at the injected data spike while it trained; True if it
+    caught the spike at that step, diagnosed `data`, and quarantined all the corrupt records and
+    no clean sample (as `check_spike` asks of the analysis after the run)."""
+    path = logs / "incidents.jsonl"
+    incidents = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    print(f"guard, live: {[(i['step'], i['diagnosis'], i['action']) for i in incidents]}")
+    found = next((i for i in incidents if i["step"] == step), None)
+    if found is None:
+        print(f"the guard did NOT catch the data spike at step {step}")
+        return False
+    quarantined = set(found["quarantined"])
+    clean = sorted(quarantined - set(injected))
+    right = found["diagnosis"] == "data" and set(records) <= quarantined and not clean
+    print(
+        f"guard at step {step}: diagnosed {found['diagnosis']}, action {found['action']}, "
+        f"quarantined {len(quarantined)} samples at once: {len(set(records) & quarantined)} of the "
+        f"{len(records)} corrupt records, {len(clean)} clean samples"
+    )
+    return right
+
+
 def first_pass(work: Path, epochs: int = 4, executor: str = "local") -> dict[str, float]:
     """Steps 1-4: corpus, cleaning, training with a data spike, feedback; returns the figures
-    (precision, recall, spike: 1.0 if the spike was diagnosed `data` with the right samples)."""
+    (precision, recall, spike: 1.0 if the spike was diagnosed `data` with the right samples;
+    guard: 1.0 if the training guard did so while it trained)."""
     work.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(work / "clean2", ignore_errors=True)  # an earlier run's rerun
+    for stale in ("clean2", "logs1", "logs2"):  # an earlier run's rerun and logs (log writers append)
+        shutil.rmtree(work / stale, ignore_errors=True)
     print("1. building the corpus", flush=True)
     injected = corpus.build(work)
     records = corpus.spike_records(SPIKE_RECORDS)
@@ -180,6 +204,7 @@ def first_pass(work: Path, epochs: int = 4, executor: str = "local") -> dict[str
     (work / "injected.json").write_text(json.dumps(injected, indent=1))
     figures = score(work, injected)
     figures["spike"] = float(check_spike(work, spike_step, [i for i, _ in records], injected))
+    figures["guard"] = float(check_guard(logs, spike_step, [i for i, _ in records], injected))
     return figures
 
 
@@ -216,8 +241,15 @@ def main() -> None:
         f"{work / 'feedback' / 'training.png'}; loss curves: {picture or '(matplotlib missing)'}"
     )
     print(f"   {time.monotonic() - started:.0f} s in all")
-    ok = figures["precision"] >= 0.9 and figures["recall"] >= 0.9 and figures["spike"] == 1.0
-    print("target (precision and recall >= 0.9, the data spike named): " + ("met" if ok else "NOT met"))
+    ok = (
+        figures["precision"] >= 0.9
+        and figures["recall"] >= 0.9
+        and figures["spike"] == figures["guard"] == 1.0
+    )
+    print(
+        "target (precision and recall >= 0.9, the data spike named, and caught live): "
+        + ("met" if ok else "NOT met")
+    )
     sys.exit(0 if ok else 1)
 
 
