@@ -186,12 +186,14 @@ class _ShardRun:
             for batch in self._batches():
                 kept = self._run_stages(batch)
                 if observer is not None and kept.num_rows:
+                    # Writing the summary is part of the stage's work (as writing its signatures
+                    # is part of datatrove's MinHash stage 1): inside its seconds.
                     started = time.perf_counter()
                     summary = observer.observe(kept)
-                    observed = self.stats["stages"].setdefault(observer.name, new_stage())
-                    observed["seconds"] += time.perf_counter() - started
                     if summary is not None and self.summary_writer is not None:
                         self.summary_writer.write(summary)
+                    observed = self.stats["stages"].setdefault(observer.name, new_stage())
+                    observed["seconds"] += time.perf_counter() - started
                 if self.worker.final:
                     kept = finalize(kept)
                     self.stats["account"]["kept"] += kept.num_rows
@@ -201,7 +203,11 @@ class _ShardRun:
                 writer.abort()
             raise
         for writer in self._writers():
+            started = time.perf_counter()
             writer.close()
+            if writer is self.summary_writer and observer is not None:  # its last rows: as above
+                observed = self.stats["stages"].setdefault(observer.name, new_stage())
+                observed["seconds"] += time.perf_counter() - started
         self.stats["shard_size"] = self.shard.size
         self.stats["shard_mtime"] = self.shard.mtime
         write_json(self.worker.layout.done_marker(self.task.group, self.shard), self.stats)
