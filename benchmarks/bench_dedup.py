@@ -262,8 +262,25 @@ def datatrove_decisions(out: Path) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------- comparison
 
 
-def compare(corpus: Path, work: Path, rounds: int, tasks: int) -> dict[str, Any]:
-    """Both tools, `rounds` rounds in a rotating order; speed per round and quality of the last."""
+def truth(corpus: Path) -> tuple[list[str], dict[tuple[int, int], float], float]:
+    """The corpus's ids, its pairs at J >= THRESHOLD (reference_dedup) and the seconds it took."""
+    table = pa.concat_tables(pq.read_table(path) for path in sorted(corpus.glob("*.parquet")))
+    started = time.perf_counter()
+    pairs = reference_dedup.similar_pairs(
+        table.column("text").to_pylist(), table.column("lang").to_pylist(), THRESHOLD
+    )
+    return table.column("id").to_pylist(), pairs, time.perf_counter() - started
+
+
+def compare(
+    corpus: Path,
+    work: Path,
+    rounds: int,
+    tasks: int,
+    known: tuple[list[str], dict[tuple[int, int], float], float] | None = None,
+) -> dict[str, Any]:
+    """Both tools, `rounds` rounds in a rotating order; speed per round and quality of the last.
+    `known`: the corpus's `truth`, when the caller has it already."""
     outs = {"dataclean": work / "out-dataclean", "datatrove": work / "out-datatrove"}
     runs: dict[str, list[dict[str, Any]]] = {"dataclean": [], "datatrove": []}
     loads = []
@@ -281,12 +298,7 @@ def compare(corpus: Path, work: Path, rounds: int, tasks: int) -> dict[str, Any]
             )
     ours = [run["seconds"] for run in runs["dataclean"]]
     theirs = [run["seconds"] for run in runs["datatrove"]]
-    table = pa.concat_tables(pq.read_table(path) for path in sorted(corpus.glob("*.parquet")))
-    ids = table.column("id").to_pylist()
-    started = time.perf_counter()
-    pairs = reference_dedup.similar_pairs(
-        table.column("text").to_pylist(), table.column("lang").to_pylist(), THRESHOLD
-    )
+    ids, pairs, seconds = known or truth(corpus)
     quality = {
         "dataclean": reference_dedup.score(ids, pairs, *dataclean_decisions(outs["dataclean"])),
         "datatrove": reference_dedup.score(ids, pairs, *datatrove_decisions(outs["datatrove"])),
@@ -303,7 +315,7 @@ def compare(corpus: Path, work: Path, rounds: int, tasks: int) -> dict[str, Any]
         "truth": {
             "normalization": reference_dedup.NORMALIZATION,
             "pairs": len(pairs),
-            "seconds": round(time.perf_counter() - started, 1),
+            "seconds": round(seconds, 1),
         },
     }
 
