@@ -29,7 +29,8 @@ Rates are per core: MB (UTF-8 text) / (seconds x cores).
    (benchmarks/reference_dedup.py: exact Jaccard of all pairs of 5-gram shingle sets): duplicate
    pairs left in the output, and rows dropped with no kept row at J >= 0.7.
 4. Stage benchmarks, one core, each in its own process with --json: bench_signatures.py (MinHash
-   against datasketch and rensa), bench_clean.py, bench_split.py, bench_perplexity.py.
+   against datasketch and rensa), bench_clean.py, bench_split.py, bench_perplexity.py; what each
+   prints (agreement, repair quality, where the time goes) is kept in WORK/<script>.txt.
 
 Default size: about 30 minutes on 2 shared cores; --quick: a few minutes. Results also go to
 WORK/report.json. Benchmark-only dependencies (`pip install -e .[bench]`): datatrove, tokenizers,
@@ -304,6 +305,7 @@ def stage_benchmarks(work: Path, quick: bool) -> list[dict[str, Any]]:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{script} failed:\n{done.stderr[-3000:]}")
+        (work / script.replace(".py", ".txt")).write_text(done.stdout)  # its own report, same run
         rows += json.loads(result.read_text())["rows"]
     return rows
 
