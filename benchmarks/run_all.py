@@ -15,9 +15,9 @@ Rates are per core: MB (UTF-8 text) / (seconds x cores).
    - `dataclean run` with its default recipe (Ray): it does more than the datatrove side (it also
      labels languages, splits long documents, filters by perplexity, applies the quarantine list);
    - `dataclean run --skip language,split,perplexity_filter,quarantine`: the stages the datatrove
-     side has (clean, dedup, perplexity; the corpus's lang column), though the clean stages differ in what they do: CleanText
-     repairs the mojibake it detects, strips controls, drops empty rows; FTFYFormatter runs
-     ftfy.fix_text on every document;
+     side has (clean, dedup, perplexity; the corpus's lang column), though the clean stages
+     differ in what they do: CleanText repairs the mojibake it detects, strips controls, drops
+     empty rows; FTFYFormatter runs ftfy.fix_text on every document;
    - datatrove's equivalent (benchmarks/datatrove_equivalent.py: reader -> FTFYFormatter -> 4-stage
      MinHash dedup -> CCNet perplexity stats -> writer, LocalPipelineExecutor).
    The "pipeline:" rows compare each tool's own per-step seconds in the same round (summed over
