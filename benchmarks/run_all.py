@@ -295,7 +295,7 @@ def stage_benchmarks(work: Path, quick: bool) -> list[dict[str, Any]]:
             *("--rounds", "1" if quick else "5", "--docs", "2000" if quick else "5000"),
             *("--work", str(work)),
         ],
-        "bench_clean.py": ["--repeat", "1" if quick else "4"],
+        "bench_clean.py": ["--repeat", "1" if quick else "4", "--rounds", "1" if quick else "5"],
         "bench_split.py": ["--repeat", "1" if quick else "3"],
         "bench_perplexity.py": ["--repeat", "1" if quick else "5"],
     }
