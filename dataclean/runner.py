@@ -7,9 +7,10 @@ through the group's stages, routes each stage's dropped rows to `excluded/` or `
 and writes the kept rows. It returns the task's stats (see `dataclean.stats`). Workers are
 picklable and load their stages' resources (`setup`) once, on the first task they run.
 
-A stage that raises on a batch is retried row by row to find the row: with `on_error="raise"`
-that is a `StageError` naming the stage, shard and row id; with `"skip"` each failing row is
-excluded as `{stage}:error:{ExceptionType}` and the others go on.
+A stage that raises on a batch: with `on_error="raise"` (the default) that is a `StageError`
+naming the stage, shard and the batch's ids; with `"skip"` the batch is retried row by row and
+each failing row is excluded as `{stage}:error:{ExceptionType}`, the others go on. A MemoryError
+is raised as it is, never retried.
 """
 
 from __future__ import annotations
@@ -281,22 +282,28 @@ class _ShardRun:
         return table
 
     def _apply(self, stage: Stage, table: pa.Table) -> pa.Table:
+        """The stage on the batch. If it raises: with on_error="raise", a `StageError` naming the
+        batch (no retry: a retry row by row would hide a batch-level bug and crawl); with "skip",
+        the batch again row by row, each failing row excluded. A MemoryError is never retried."""
         try:
             return stage(table)
-        except Exception:  # find the row(s) at fault, one at a time
-            pass
-        outputs = []
+        except MemoryError:
+            raise
+        except Exception as error:
+            if self.worker.read_options.on_error == "raise":
+                ids = table.column(C.ID)
+                raise StageError(
+                    f"stage {stage.name!r} failed on {self.shard.label}, a batch of {table.num_rows} rows "
+                    f"(ids {ids[0].as_py()!r} to {ids[-1].as_py()!r}): {type(error).__name__}: {error}"
+                ) from error
+        outputs = []  # on_error="skip": find the row(s) at fault, one at a time
         for index in range(table.num_rows):
             row = table.slice(index, 1)
             try:
                 outputs.append(stage(row))
+            except MemoryError:
+                raise
             except Exception as error:
-                row_id = row.column(C.ID)[0].as_py()
-                if self.worker.read_options.on_error == "raise":
-                    raise StageError(
-                        f"stage {stage.name!r} failed on {self.shard.label}, row id {row_id!r}: "
-                        f"{type(error).__name__}: {error}"
-                    ) from error
                 reason = pa.array([f"error:{type(error).__name__}"], pa.string())
                 outputs.append(row.append_column(C.DROP_REASON, reason))
         return pa.concat_tables(outputs, promote_options="permissive")
