@@ -43,6 +43,12 @@ class Stage(ABC):
     def setup(self) -> None:  # noqa: B027 - optional hook, most stages need nothing
         """Load heavy resources once per worker process; called before the first batch."""
 
+    def compile_kernels(self) -> None:  # noqa: B027 - optional hook, most stages have no kernels
+        """Compile the numba kernels this stage runs (or load them from the cache), on a tiny input
+        of the same types as real batches, without loading models. Called once per run on a
+        worker before the first shard, so each kernel is compiled once, not once per worker
+        process (`dataclean.kernels`)."""
+
     @abstractmethod
     def __call__(self, table: pa.Table) -> pa.Table:
         """Return the table with columns added/replaced and rows to drop marked by `with_drops`."""

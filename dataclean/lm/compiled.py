@@ -379,6 +379,16 @@ def compile_tokenizer(model_proto: bytes) -> CompiledTokenizer | None:
     return CompiledTokenizer(tables) if tables is not None else None
 
 
+def compile_kernels(model_proto: bytes) -> bool:
+    """Compile this module's kernels (or load them from the cache) by tokenizing a few short
+    texts; False, compiling nothing, if the model's tokenizer is not one this module reproduces."""
+    tokenizer = compile_tokenizer(model_proto)
+    if tokenizer is None:
+        return False
+    tokenizer.tokenize(pa.array(["Compiled once.\nWords, 2 lines.", "编译一次。", ""], pa.string()))
+    return True
+
+
 def count_words(texts: pa.Array | pa.ChunkedArray) -> int:
     """Normalize the texts and cut their words, without tokenizing: the words they hold.
 

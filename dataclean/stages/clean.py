@@ -161,6 +161,11 @@ class CleanText(Stage):
             table = table.append_column(C.LANG, detect_langs(text_array))
         return with_drops(table, reasons)
 
+    def compile_kernels(self) -> None:
+        """The repetition scan's kernel, when the stage runs it."""
+        if self.max_repeat_chars:
+            repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
+
 
 def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
     index = table.schema.get_field_index(name)

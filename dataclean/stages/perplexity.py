@@ -30,7 +30,15 @@ import pyarrow.compute as pc
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.lang import detect_langs
-from dataclean.lm.model import BUNDLED, DEFAULT_MIN_TOKENS, LanguageModel, load_model
+from dataclean.lm.compiled import compile_kernels
+from dataclean.lm.model import (
+    BUNDLED,
+    DEFAULT_MIN_TOKENS,
+    TOKENIZER_FILE,
+    LanguageModel,
+    load_model,
+    resolve_model,
+)
 from dataclean.lm.quantiles import exact_quantiles
 from dataclean.stage import FitContext, GlobalStage, Stage, with_drops
 
@@ -93,6 +101,13 @@ class ScorePerplexity(Stage):
         """Load each language's model, once per worker process."""
         if self._loaded is None:
             self._loaded = {lang: load_model(spec) for lang, spec in self.model_specs().items()}
+
+    def compile_kernels(self) -> None:
+        """The compiled tokenizer's kernels, with the first model that uses them (no KenLM load)."""
+        for spec in self.model_specs().values():
+            path = resolve_model(spec) / TOKENIZER_FILE
+            if path.exists() and compile_kernels(path.read_bytes()):
+                return
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
