@@ -8,6 +8,7 @@ import math
 import pickle
 import random
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -576,6 +577,18 @@ def test_split_gives_the_same_output_on_local_and_ray(tmp_path: Path, ray_execut
     on_ray = run_pipeline([str(inp)], str(tmp_path / "ray"), stages, ray_executor)
     assert _kept_by_id(tmp_path / "local" / "data") == _kept_by_id(tmp_path / "ray" / "data")
     assert local["totals"] == on_ray["totals"] and local["totals"]["invariant_holds"]
+
+
+def test_a_missing_tokenizers_package_is_an_error_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tokenizer.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # what a default install has: no package
+    stage = SplitLongDocuments(max_chars=None, max_tokens=100, tokenizer=f"hf:{tmp_path}")
+    with pytest.raises(ConfigError, match=r'split.tokenizer: .*pip install "dataclean\[tokenizers\]"'):
+        stage.setup()
+    with pytest.raises(ImportError, match=r"dataclean\[tokenizers\]"):
+        load_tokenizer(f"tokenizers:{tmp_path / 'tokenizer.json'}")
 
 
 def test_hf_tokenizer_specs_name_local_folders_only(tmp_path: Path) -> None:
