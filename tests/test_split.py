@@ -592,7 +592,8 @@ def test_a_missing_tokenizers_package_is_an_error_naming_the_extra(
 
 
 def test_hf_tokenizer_specs_name_local_folders_only(tmp_path: Path) -> None:
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # in the test extra
+
     vocab = {"[UNK]": 0, "hello": 1, "world": 2}
     model = tokenizers.models.WordLevel(vocab, unk_token="[UNK]")
     saved = tokenizers.Tokenizer(model)
