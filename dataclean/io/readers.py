@@ -127,7 +127,17 @@ class _BatchBuilder:
 
 def _carried_name(key: str) -> str:
     """Input columns whose names dataclean owns are kept under an `input_` prefix."""
-    owned = (C.ID, C.TEXT, C.PARENT_ID, C.BAD_BYTES, C.DROP_REASON, C.STAGE, C.REASON)
+    owned = (
+        C.ID,
+        C.TEXT,
+        C.PARENT_ID,
+        C.BAD_BYTES,
+        C.DROP_REASON,
+        C.COPY_REASON,
+        C.STAGE,
+        C.REASON,
+        C.ACTION,
+    )
     return f"input_{key}" if key in owned else key
 
 
