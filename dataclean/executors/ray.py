@@ -13,8 +13,9 @@ in dedup's `fit`, and that start-up (1-3 s each here) held the 1M-document bench
 speed-up from 1 to 2 workers; with plain tasks it is 1.57x (`benchmarks/bench_scale.py`).
 Rows never pass through the object store: workers read and write Parquet under OUT/.
 
-Without an address, an embedded local Ray starts with all local cores (or `workers`), its start
-and stop sped up by `dataclean.executors.ray_startup`; with one, the executor joins that cluster.
+Without an address, an embedded local Ray starts with all local cores (or `workers`), listening on
+the loopback interface only, its start and stop sped up by `dataclean.executors.ray_startup`;
+with one, the executor joins that cluster.
 Only these two modules import Ray.
 """
 
@@ -27,7 +28,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from dataclean.errors import DatacleanError
-from dataclean.executors.ray_startup import quick_node_wait, quiet_token_notice, stop_autoscaler_monitor
+from dataclean.executors.ray_startup import (
+    loopback_only,
+    quick_node_wait,
+    quiet_token_notice,
+    stop_autoscaler_monitor,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -75,7 +81,7 @@ class RayExecutor:
             if address:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
-                with quick_node_wait(), quiet_token_notice():
+                with quick_node_wait(), quiet_token_notice(), loopback_only():
                     ray.init(
                         address="local",  # always a new embedded Ray, never another one here
                         num_cpus=workers or os.cpu_count() or 1,
