@@ -1,4 +1,4 @@
-"""Column names of the dataclean row contract (see DESIGN.md, "Contracts").
+"""Column names of the dataclean row contract (see docs/contracts.md, "Rows and columns").
 
 Every stage and writer refers to columns through these constants, so a rename is one edit.
 """

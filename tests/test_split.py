@@ -138,7 +138,8 @@ CHINESE = [
         "我们明天一起去看《摔跤吧！爸爸》好吗？好！",
         ["我们明天一起去看《摔跤吧！爸爸》好吗？", "好！"],
     ),
-    # An ellipsis ends a sentence (DESIGN lists …), kept whole with a closing quote after it.
+    # An ellipsis (Chinese sentence-final punctuation) ends a sentence, kept whole with a closing
+    # quote after it.
     ("他犹豫了很久……最后还是走了。", ["他犹豫了很久……", "最后还是走了。"]),
     ("她说：“我不知道……”然后沉默了。", ["她说：“我不知道……”", "然后沉默了。"]),
     ("春天来了；花开了。", ["春天来了；", "花开了。"]),
