@@ -3,7 +3,7 @@
     python benchmarks/bench_dedup.py [--docs 100000] [--shards 16] [--work /tmp/bench_dedup]
 
 1. Corpus: originals are random runs of real sentences (English: Gutenberg, WikiText-2, Common
-   Crawl; Chinese: CMRC 2018, Hongloumeng; from ../shared/data or $DATACLEAN_SHARED_DATA), plus
+   Crawl; Chinese: CMRC 2018, Hongloumeng; from $DATACLEAN_SHARED_DATA, see corpus.py), plus
    near copies (1-20% of words or characters substituted, deleted or inserted) and exact copies
    (case, spacing and punctuation changed). Written as Parquet shards.
 2. Signatures on one core, from raw text: ours (normalize + shingle + hash + 128 permutations,

@@ -1,9 +1,10 @@
 """Perplexity scoring speed per core, English and Chinese, against KenLM alone.
 
-    python benchmarks/bench_perplexity.py [--data ../shared/data] [--repeat 3]
+    python benchmarks/bench_perplexity.py [--data DIR] [--repeat 3]
 
 Corpora: WikiText-2 test paragraphs, detokenized (English) and the CMRC2018 paragraphs (Chinese),
-from ../shared/data (or $DATACLEAN_SHARED_DATA). For each language it times, in one process:
+from the reference corpora folder (`--data`, default `$DATACLEAN_SHARED_DATA`: see
+benchmarks/corpus.py). For each language it times, in one process:
 - the stage: `ScorePerplexity` on an Arrow table (lang column given, as the clean stage adds it);
 - its parts: CCNet normalization alone, normalization + tokenization (one compiled pass, so
   tokenization = the difference), the KenLM query on the tokenized lines, and the rest (Arrow,

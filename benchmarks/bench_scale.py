@@ -1,13 +1,13 @@
 """Benchmark the whole default pipeline at scale: 1M+ documents, local vs Ray, 1 vs 2 workers.
 
-Builds (once, cached) a corpus of short documents made from ../shared/data sentences (English and
-Chinese), with exact and near duplicates mixed in, as Parquet shards; then runs the default
-pipeline in a fresh process per configuration and reports docs/s end to end, peak memory of the
-driver and of the worker processes (sampled), the speed-up from 1 to 2 Ray workers (target
->= 1.7x) and the Ray executor's overhead against the local executor at one worker (target <= 25%).
-Each round also measures the machine's own ceiling on that speed-up (`bench_contention.py`: the
-row-local stages in two processes at once against one, without Ray), and the speed-ups are given
-per round and as their median, beside it.
+Builds (once, cached) a corpus of short documents made from the reference corpora's sentences
+(`$DATACLEAN_SHARED_DATA`, see `benchmarks/corpus.py`; English and Chinese), with exact and near
+duplicates mixed in, as Parquet shards; then runs the default pipeline in a fresh process per
+configuration and reports docs/s end to end, peak memory of the driver and of the worker processes
+(sampled), the speed-up from 1 to 2 Ray workers (target >= 1.7x) and the Ray executor's overhead
+against the local executor at one worker (target <= 25%). Each round also measures the machine's
+own ceiling on that speed-up (`bench_contention.py`: the row-local stages in two processes at once
+against one, without Ray), and the speed-ups are given per round and as their median, beside it.
 
     python benchmarks/bench_scale.py [--docs 1000000] [--shards 16] [--work /tmp/dataclean-scale] [--repeat 3]
 """

@@ -1,4 +1,10 @@
-"""Benchmark corpora built from ../shared/data (or $DATACLEAN_SHARED_DATA), or generated text.
+"""Benchmark corpora built from the reference corpora folder, or generated text.
+
+The folder is `$DATACLEAN_SHARED_DATA` (the team keeps one copy outside the repository; a clone
+has none). It holds `web/*.jsonl.gz` (raw Common Crawl WET documents), `en/wikitext2/`
+(WikiText-2 `valid.txt`, `test.txt`), `en/gutenberg/` (Project Gutenberg books), `zh/cmrc2018/`
+(`cmrc2018_contexts_dedup.txt`, CMRC 2018 Wikipedia paragraphs) and `zh/hongloumeng/`
+(`hongloumeng.txt`). Without it, generated text stands in and the benchmarks say so.
 
 Benchmarks only: tests never import this module.
 """
@@ -16,12 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _shared_data() -> Path:
-    """$DATACLEAN_SHARED_DATA, else ../shared/data beside the repository (or beside the folder of
-    its git worktree); the first candidate when none exists (benchmarks then use generated text)."""
-    if "DATACLEAN_SHARED_DATA" in os.environ:
-        return Path(os.environ["DATACLEAN_SHARED_DATA"])
-    candidates = [ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "data"]
-    return next((path for path in candidates if path.is_dir()), candidates[0])
+    """$DATACLEAN_SHARED_DATA (see the module docstring); without it a folder that does not exist,
+    so the benchmarks use generated text."""
+    return Path(os.environ.get("DATACLEAN_SHARED_DATA") or ROOT / "benchmarks" / "no-reference-data")
 
 
 SHARED = _shared_data()
@@ -47,7 +50,7 @@ def zh_docs() -> list[str]:
 
 
 def generated_docs(count: int = 2000, seed: int = 0) -> list[str]:
-    """Stand-in text when ../shared/data is absent: mixed English/Chinese word salad."""
+    """Stand-in text without the reference corpora: mixed English/Chinese word salad."""
     rng = random.Random(seed)
     words = [
         "the",

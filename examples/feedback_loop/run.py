@@ -1,6 +1,6 @@
 """The training-feedback loop, end to end, on real text with injected bad samples.
 
-    python examples/feedback_loop/run.py [--work out/feedback_loop] [--data ../shared/data]
+    python examples/feedback_loop/run.py [--work out/feedback_loop] [--data DIR]
 
 1. build a corpus: English prose from Project Gutenberg and WikiText-2, plus bad samples of five
    kinds (see corpus.py); the answer key stays in WORK/injected.json;
@@ -139,14 +139,14 @@ def main() -> None:
     parser.add_argument(
         "--data",
         type=Path,
-        default=ROOT.parent / "shared" / "data",
-        help="the reference corpora (default: ../shared/data next to the repo)",
+        default=os.environ.get("DATACLEAN_SHARED_DATA"),
+        help="the reference corpora (default: $DATACLEAN_SHARED_DATA; see benchmarks/corpus.py)",
     )
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--executor", default="local", choices=["local", "ray"])
     args = parser.parse_args()
     work: Path = args.work
-    if not (args.data / "en" / "gutenberg").is_dir():
+    if args.data is None or not (args.data / "en" / "gutenberg").is_dir():
         sys.exit(f"no reference data at {args.data} (pass --data)")
     started = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
