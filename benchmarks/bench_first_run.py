@@ -7,9 +7,7 @@ Each round runs `python -m dataclean run dataclean/data/sample -o OUT --quiet` t
 processes, timed from start to exit: first with `NUMBA_CACHE_DIR` pointing at an empty folder (a
 first run after install: every kernel compiles), then again with that folder as the first run
 left it (a warm run). The headline is cold / warm, per round and its median: figures on a shared
-machine drift by +-30% from minute to minute, their ratio within one round much less. Beside the
-wall time, the CPU seconds of the run's whole process tree (driver, Ray's processes and workers:
-`getrusage(RUSAGE_CHILDREN)`), which the neighbours' load changes much less than wall time.
+machine drift by +-30% from minute to minute, their ratio within one round much less.
 
 `--compare-tree DIR` also runs another checkout of dataclean (e.g. the main branch before
 `dataclean.kernels`) in the same rounds, alternating with this one, for the same two figures.
@@ -20,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -33,27 +30,20 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "dataclean" / "data" / "sample"
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def timed_run(tree: Path, cache: Path, out: Path, executor: str) -> tuple[float, float]:
-    """(wall, CPU) seconds from start to exit of one `dataclean run` of the sample with the code
-    in `tree` (CPU of every process of the run that was waited for: Ray reaps its own)."""
+def timed_run(tree: Path, cache: Path, out: Path, executor: str) -> float:
+    """Seconds from start to exit of one `dataclean run` of the sample with the code in `tree`."""
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree), "NUMBA_CACHE_DIR": str(cache)}
     if tree != ROOT:
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # run another checkout without writing into it
     command = [sys.executable, "-m", "dataclean", "run", str(SAMPLE), "-o", str(out), "--quiet"]
     command += ["--executor", executor]
-    cpu = _children_cpu()
     started = time.perf_counter()
     result = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True, timeout=900)
     seconds = time.perf_counter() - started
     if result.returncode != 0:
         raise RuntimeError(f"{tree}: dataclean run failed:\n{result.stderr[-3000:]}")
-    return seconds, _children_cpu() - cpu
+    return seconds
 
 
 def cold_and_warm(tree: Path, work: Path, executor: str) -> dict[str, float]:
@@ -61,16 +51,9 @@ def cold_and_warm(tree: Path, work: Path, executor: str) -> dict[str, float]:
     cache = work / "numba-cache"
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True)
-    cold, cold_cpu = timed_run(tree, cache, work / "out", executor)
-    warm, warm_cpu = timed_run(tree, cache, work / "out", executor)
-    return {
-        "cold": cold,
-        "warm": warm,
-        "ratio": cold / warm,
-        "cold_cpu": cold_cpu,
-        "warm_cpu": warm_cpu,
-        "cpu_ratio": cold_cpu / warm_cpu,
-    }
+    cold = timed_run(tree, cache, work / "out", executor)
+    warm = timed_run(tree, cache, work / "out", executor)
+    return {"cold": cold, "warm": warm, "ratio": cold / warm}
 
 
 def summary(rounds: list[dict[str, float]]) -> dict[str, Any]:
@@ -79,7 +62,6 @@ def summary(rounds: list[dict[str, float]]) -> dict[str, Any]:
         "median_cold": statistics.median(r["cold"] for r in rounds),
         "median_warm": statistics.median(r["warm"] for r in rounds),
         "median_ratio": statistics.median(r["ratio"] for r in rounds),
-        "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rounds),
     }
 
 
@@ -102,13 +84,11 @@ def main() -> None:
             if not args.json:
                 print(
                     f"round {number + 1} {name:8s} cold {result['cold']:6.2f} s  "
-                    f"warm {result['warm']:6.2f} s  cold/warm {result['ratio']:.2f}  "
-                    f"(CPU {result['cold_cpu']:.1f} s / {result['warm_cpu']:.1f} s "
-                    f"= {result['cpu_ratio']:.2f})",
+                    f"warm {result['warm']:6.2f} s  cold/warm {result['ratio']:.2f}",
                     flush=True,
                 )
-    results: dict[str, Any] = {name: summary(found) for name, found in rounds.items()}
-    results["executor"] = args.executor
+    results = {name: summary(found) for name, found in rounds.items()}
+    results["executor"] = args.executor  # type: ignore[assignment]
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -116,8 +96,7 @@ def main() -> None:
         if isinstance(found, dict):
             print(
                 f"{name:8s} median cold {found['median_cold']:.2f} s, warm {found['median_warm']:.2f} s, "
-                f"cold/warm {found['median_ratio']:.2f}, CPU cold/warm {found['median_cpu_ratio']:.2f} "
-                f"(over {len(found['rounds'])} rounds)"
+                f"cold/warm {found['median_ratio']:.2f} (over {len(found['rounds'])} rounds)"
             )
 
 
