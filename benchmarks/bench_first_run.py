@@ -87,8 +87,8 @@ def main() -> None:
                     f"warm {result['warm']:6.2f} s  cold/warm {result['ratio']:.2f}",
                     flush=True,
                 )
-    results = {name: summary(found) for name, found in rounds.items()}
-    results["executor"] = args.executor  # type: ignore[assignment]
+    results: dict[str, Any] = {name: summary(found) for name, found in rounds.items()}
+    results["executor"] = args.executor
     if args.json:
         print(json.dumps(results, indent=2))
         return

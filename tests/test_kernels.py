@@ -114,3 +114,69 @@ def test_compiling_ahead_covers_every_kernel_signature_a_run_compiles(tmp_path: 
     ahead, during = result.stdout.strip().splitlines()[-1].split(" ", 1)
     assert int(ahead) >= 20  # the clean, dedup and perplexity kernels
     assert during == "{}"
+
+
+class _Recorder:
+    """An executor of two workers that runs `map` in this process and records what it ran."""
+
+    workers = 2
+
+    def __init__(self) -> None:
+        self.mapped: list[str] = []
+
+    def map(self, fn: Any, items: list[Any], on_result: Any = None, light: bool = False) -> list[Any]:
+        self.mapped.extend(item.name for item in items)
+        return [fn(item) for item in items]
+
+
+def test_the_driver_compiles_the_barriers_kernels_while_the_workers_take_the_others() -> None:
+    import threading
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import pyarrow as pa
+
+    from dataclean.kernels import compile_in_background, compile_kernels
+    from dataclean.stage import FitContext, GlobalStage, Stage
+
+    compiled: dict[str, str] = {}
+
+    @dataclass
+    class RowLocal(Stage):
+        name: ClassVar[str] = "row_local"
+
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+        def compile_kernels(self) -> None:
+            compiled[self.name] = threading.current_thread().name
+
+    @dataclass
+    class Barrier(GlobalStage):
+        name: ClassVar[str] = "barrier"
+
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+        def fit(self, context: FitContext) -> None:
+            pass
+
+        def compile_kernels(self) -> None:
+            compiled[self.name] = threading.current_thread().name
+
+    @dataclass
+    class NoKernels(Stage):
+        name: ClassVar[str] = "plain"
+
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+    stages = [RowLocal(), Barrier(), NoKernels()]
+    compile_in_background(stages)
+    executor = _Recorder()
+    compile_kernels(stages, executor)
+    assert executor.mapped == ["row_local"]  # each stage's kernels once: the barrier's on the driver
+    assert compiled["barrier"].startswith("dataclean-kernels") and set(compiled) == {"row_local", "barrier"}
+    compiled.clear()
+    compile_kernels(stages, executor)  # nothing left in the background: all on the workers
+    assert executor.mapped == ["row_local", "row_local", "barrier"]
