@@ -200,8 +200,9 @@ def _close_writing_report(engine: Any, output: str) -> None:
     "lm_models",
     multiple=True,
     metavar="LANG[=PATH]",
-    help="Perplexity reference models, replacing the bundled en and zh: a bundled name or "
-    "LANG=MODEL_DIR (from `dataclean lm train`), e.g. --lm en=models/web_en --lm zh.",
+    help="Perplexity reference models, added to the bundled en and zh or replacing one: "
+    "LANG=MODEL_DIR (from `dataclean lm train`; a local folder or a URI such as s3://bucket/de), "
+    "or LANG=off, e.g. --lm en=models/web_en --lm de=s3://models/de --lm zh=off.",
 )
 @click.option(
     "--max-ppl",

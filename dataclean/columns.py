@@ -9,6 +9,7 @@ ID = "id"
 TEXT = "text"
 PARENT_ID = "parent_id"
 LANG = "lang"
+LANG_SCORE = "lang_score"
 TEXT_HASH = "text_hash"
 PPL = "ppl"
 PPL_BUCKET = "ppl_bucket"
@@ -35,4 +36,4 @@ DROP_REASON = "__drop_reason"
 COPY_REASON = "__copy_reason"
 
 # Contract columns first, in this order, in every output file.
-LEADING = (ID, TEXT, PARENT_ID, LANG, TEXT_HASH, WEIGHT, DUP_CLUSTER, PPL, PPL_BUCKET)
+LEADING = (ID, TEXT, PARENT_ID, LANG, LANG_SCORE, TEXT_HASH, WEIGHT, DUP_CLUSTER, PPL, PPL_BUCKET)

@@ -30,7 +30,7 @@ from dataclean.ids import text_hashes
 from dataclean.io.readers import ReadOptions, read_shard
 from dataclean.io.shards import Shard
 from dataclean.io.writers import PartWriter, read_parquet_batches, write_json
-from dataclean.lang import detect_langs
+from dataclean.lang import identify_languages
 from dataclean.stage import GlobalStage, Stage, reason_kind
 from dataclean.stats import new_account, new_stage
 
@@ -95,7 +95,8 @@ def finalize(table: pa.Table) -> pa.Table:
     if C.TEXT_HASH not in table.column_names or table.column(C.TEXT_HASH).null_count:
         table = _set(table, C.TEXT_HASH, text_hashes(table.column(C.TEXT)))
     if C.LANG not in table.column_names:
-        table = _set(table, C.LANG, detect_langs(table.column(C.TEXT)))
+        lang, lang_score = identify_languages(table.column(C.TEXT))
+        table = _set(_set(table, C.LANG, lang), C.LANG_SCORE, lang_score)
     if C.WEIGHT not in table.column_names:
         table = _set(table, C.WEIGHT, pa.array([1.0] * table.num_rows, pa.float64()))
     if C.DUP_CLUSTER not in table.column_names:

@@ -5,15 +5,19 @@ from __future__ import annotations
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from dataclean.stages.dedup import DropDuplicates
+from dataclean.stages.language import IdentifyLanguage
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
 from dataclean.stages.quarantine import DropQuarantined
 from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> dedup -> split -> perplexity -> perplexity_filter -> quarantine."""
+    """clean -> language -> dedup -> split -> perplexity -> perplexity_filter -> quarantine."""
     return [
         CleanText(),
+        # Right after clean: dedup's shingles and the perplexity model follow the language.
+        # Keeps every language unless `--set language.keep=zh,en`.
+        IdentifyLanguage(),
         # Before split: duplicates are whole documents, not chunks.
         DropDuplicates(),
         SplitLongDocuments(),

@@ -35,14 +35,15 @@ RU = "Это обычное предложение на русском язык�
 def test_score_adds_ppl_and_lang_and_picks_the_model_by_lang() -> None:
     table = pa.table({C.ID: ["a", "b", "c", "d", "e"], C.TEXT: [EN, ZH, RU, "Hi.", None]})
     out = ScorePerplexity()(table)
-    assert out.column(C.LANG).to_pylist()[:3] == ["en", "zh", "other"]
+    # Without a `language` stage before it, the stage labels languages itself (lid.176).
+    assert out.column(C.LANG).to_pylist()[:3] == ["en", "zh", "ru"]
     ppl = out.column(C.PPL)
     assert ppl.type == pa.float64()
     values = ppl.to_pylist()
     assert values[0] > 1 and values[1] > 1
     assert values[2:] == [None, None, None]  # no model; too short; null text
     # The Chinese text is scored by the Chinese model, not the English one.
-    zh_only = ScorePerplexity(models=("zh",))(table.slice(1, 1))
+    zh_only = ScorePerplexity(models=("en=off",))(table.slice(1, 1))
     assert zh_only.column(C.PPL).to_pylist() == [values[1]]
 
 
@@ -66,8 +67,16 @@ def test_parameters_are_validated_and_settable() -> None:
     stage = configure(FilterPerplexity(), {"max_ppl": "en=900,2000", "drop_fraction": "0.01"})
     assert isinstance(stage, FilterPerplexity)
     assert stage.max_by_lang() == {"en": 900.0, None: 2000.0} and stage.drop_fraction == 0.01
-    scorer = configure(ScorePerplexity(), {"models": "zh", "min_tokens": "3"})
+    # Models given add to the bundled ones, replace one, or turn one off.
+    scorer = configure(ScorePerplexity(), {"models": "en=off", "min_tokens": "3"})
     assert isinstance(scorer, ScorePerplexity) and scorer.model_specs() == {"zh": "zh"}
+
+
+def test_models_given_add_to_the_bundled_ones(tmp_path: Path) -> None:
+    added = ScorePerplexity(models=(f"de:{tmp_path}",)).model_specs()
+    assert added == {"en": "en", "zh": "zh", "de": str(tmp_path)}
+    replaced = ScorePerplexity(models=(f"en={tmp_path}", "zh=off")).model_specs()
+    assert replaced == {"en": str(tmp_path)}
 
 
 def test_models_load_once_per_worker_never_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,7 +181,9 @@ def test_exact_quantiles_match_numpy(tmp_path: Path) -> None:
 
 
 def test_whole_run_scores_buckets_and_drops_with_prefixed_reasons(tmp_path: Path) -> None:
-    garbage = "qzx vbnm wrtp lkjh " * 6
+    # Word salad: English to lid.176 (so the English model judges it), perplexing to that model.
+    # (Consonant strings such as "qzx vbnm" are Welsh to lid.176 and get no English ppl.)
+    garbage = "spring report the river annual of state published committee its the on in " * 2
     rows = [{"id": f"en-{i}", "text": f"{EN} Item number {i} is listed here."} for i in range(30)]
     rows += [{"id": f"zh-{i}", "text": ZH * (1 + i % 3)} for i in range(20)]
     shards = [
@@ -224,7 +235,7 @@ def test_run_cli_options_for_model_and_thresholds(tmp_path: Path) -> None:
 
     inp = write_jsonl(tmp_path / "in.jsonl", [{"text": EN}, {"text": ZH}, {"text": "Hi."}])
     args = ["run", str(inp), "-o", str(tmp_path / "o"), "--executor", "local", "--quiet"]
-    result = CliRunner().invoke(cli, [*args, "--lm", "en", "--max-ppl", "en=1.5"])
+    result = CliRunner().invoke(cli, [*args, "--lm", "zh=off", "--max-ppl", "en=1.5"])
     assert result.exit_code == 0, result.output
     kept = {row[C.TEXT]: row for row in read_rows(tmp_path / "o" / "data")}
     excluded = read_rows(tmp_path / "o" / "excluded")
@@ -232,7 +243,7 @@ def test_run_cli_options_for_model_and_thresholds(tmp_path: Path) -> None:
     assert kept[ZH][C.PPL] is None and kept["Hi."][C.PPL] is None  # no zh model; too short
     manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
     params = {stage["stage"]: stage["params"] for stage in manifest["config"]["stages"]}
-    assert params["perplexity"]["models"] == ["en"]
+    assert params["perplexity"]["models"] == ["zh=off"]
     assert params["perplexity_filter"]["max_ppl"] == ["en=1.5"]
     bad = CliRunner().invoke(cli, [*args[:4], str(tmp_path / "p"), *args[5:], "--drop-ppl-fraction", "2"])
     assert bad.exit_code == 2 and "drop_fraction" in bad.output

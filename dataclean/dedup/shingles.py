@@ -15,7 +15,8 @@ normalized form, and short texts never merge into one big cluster. The batch ker
 token once (`token_hashes`, FNV-1a) and combine n token hashes into a shingle hash
 (`shingle_hashes`); `ShingleHash` is the same function of a shingle's bytes, for datasketch.
 
-Which mode a row gets: its `lang` value when it has one (`UNSEGMENTED_LANGS` -> characters), else
+Which mode a row gets: its `lang` value when it names a language (`UNSEGMENTED_LANGS` -> characters;
+null, empty and `und` do not), else
 its script: characters when at least 30% of its letters are Han, kana, Thai, Lao, Khmer or Myanmar.
 """
 
@@ -216,7 +217,7 @@ class Normalized:
         return bytes(self.data[self.offsets[row] : self.offsets[row + 1]]).decode("utf-8")
 
     def modes(self, langs: pa.Array | pa.ChunkedArray | None = None) -> np.ndarray:
-        """WORDS or CHARACTERS per row: by `langs` where it is not null, else by script share."""
+        """WORDS or CHARACTERS per row: by `langs` where it names a language, else by script share."""
         by_script = self.unsegmented >= UNSEGMENTED_SHARE * np.maximum(self.letters, 1)
         modes = np.where(by_script & (self.unsegmented > 0), CHARACTERS, WORDS).astype(np.uint8)
         if langs is None:
@@ -224,7 +225,9 @@ class Normalized:
         base = pc.utf8_lower(pc.cast(langs, pa.string()))
         primary = pc.list_element(pc.split_pattern_regex(base, r"[-_]"), 0)
         is_unsegmented = pc.is_in(primary, value_set=pa.array(sorted(UNSEGMENTED_LANGS)))
-        known = pc.is_valid(primary).to_numpy(zero_copy_only=False)
+        # `und` (no letters) and empty labels say nothing about the script: use the script rule.
+        unknown = pc.is_in(primary, value_set=pa.array(["", "und"]))
+        known = pc.and_(pc.is_valid(primary), pc.invert(unknown)).to_numpy(zero_copy_only=False)
         by_lang = np.where(is_unsegmented.to_numpy(zero_copy_only=False), CHARACTERS, WORDS)
         return np.where(known, by_lang, modes).astype(np.uint8)
 

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from dataclean.report.clusters import ClusterSummary
 from dataclean.report.compare import Comparison
 from dataclean.report.histogram import LinearHistogram, LogHistogram, occupied
+from dataclean.report.languages import LanguageSummary
 from dataclean.report.lengths import LengthSummary
 from dataclean.report.perplexity import BUCKETS, UNBUCKETED, LanguagePerplexity
 
@@ -258,3 +259,17 @@ def compared_reasons(comparison: Comparison) -> go.Figure:
     return _layout(
         fig, "Dropped rows by reason: earlier run and this run", 340, barmode="group", yaxis_title="rows"
     )
+
+
+def languages(summary: LanguageSummary, most: int = 30) -> go.Figure:
+    """Kept and dropped megabytes of the `most` largest languages."""
+    shown = summary.languages[:most]
+    names = [e.lang for e in shown]
+    fig = go.Figure(
+        [
+            go.Bar(name="kept", x=names, y=[e.kept_mb for e in shown], marker_color=OUT_COLOR),
+            go.Bar(name="dropped", x=names, y=[e.dropped_mb for e in shown], marker_color=DROP_COLORS[0]),
+        ]
+    )
+    fig.update_layout(barmode="stack", yaxis_title="MB of text")
+    return _layout(fig, f"Text per language (the {len(shown)} largest)")

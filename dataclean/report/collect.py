@@ -14,6 +14,7 @@ from typing import Any
 from dataclean.report.clusters import ClusterSummary, cluster_summary
 from dataclean.report.compare import Comparison, compare_runs
 from dataclean.report.excerpts import Excerpt, sample_excerpts
+from dataclean.report.languages import LanguageSummary, language_summary
 from dataclean.report.lengths import LengthSummary, length_summary
 from dataclean.report.perplexity import LanguagePerplexity, perplexity_summary
 from dataclean.report.scan import Output, load_output
@@ -26,6 +27,7 @@ class RunReport:
     output: Output
     excerpts: dict[str, list[Excerpt]]
     perplexity: dict[str, LanguagePerplexity] | None
+    languages: LanguageSummary | None
     lengths: LengthSummary | None
     clusters: ClusterSummary | None
     comparison: Comparison | None
@@ -51,12 +53,14 @@ def build_report(root: str, compare_to: str | None = None) -> RunReport:
         excerpts = pool.submit(sample_excerpts, output)
         perplexity = pool.submit(perplexity_summary, output)
         lengths = pool.submit(length_summary, output)
+        languages = pool.submit(language_summary, output)
         clusters = pool.submit(cluster_summary, output)
         comparison = compare_runs(output, load_output(compare_to)) if compare_to else None
         return RunReport(
             output=output,
             excerpts=excerpts.result(),
             perplexity=perplexity.result(),
+            languages=languages.result(),
             lengths=lengths.result(),
             clusters=clusters.result(),
             comparison=comparison,

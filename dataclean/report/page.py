@@ -205,6 +205,25 @@ def _reasons(report: RunReport) -> str:
     return _section("reasons", "Drops by reason", "".join(parts))
 
 
+def _languages(report: RunReport) -> str:
+    summary = report.languages
+    if summary is None:
+        return ""
+    rows = [
+        (e.lang, e.kept, round(e.kept_mb, 3), e.dropped, round(e.dropped_mb, 3), e.mean_score or "")
+        for e in summary.languages
+    ]
+    headers = ("language", "kept rows", "kept MB", "dropped rows", "dropped MB", "mean lang_score")
+    note = (
+        '<p class="meta">Languages as the <code>language</code> stage labeled them (lid.176, or the '
+        "input's own <code>lang</code>); <code>(none)</code>: rows dropped before any label."
+        + (" Megabytes are estimated from a sample of row groups." if summary.estimated else "")
+        + "</p>"
+    )
+    chart = figure(charts.languages(summary))
+    return _section("languages", "Languages", note + chart + table(headers, rows))
+
+
 def _perplexity(report: RunReport) -> str:
     if report.perplexity is None:
         return ""
@@ -330,6 +349,7 @@ def render(report: RunReport) -> str:
     sections = [
         ("funnel", "Funnel", _funnel(report)),
         ("reasons", "Drops", _reasons(report)),
+        ("languages", "Languages", _languages(report)),
         ("perplexity", "Perplexity", _perplexity(report)),
         ("lengths", "Lengths", _lengths(report)),
         ("duplicates", "Duplicates", _clusters(report)),

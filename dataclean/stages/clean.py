@@ -14,8 +14,8 @@ Speed: most documents hold none of the characters above, and one regex search se
 fast path that returns them untouched; ftfy runs only on documents with a mojibake-shaped pair of
 characters, not on every document as datatrove's and NeMo Curator's formatters do.
 
-The Arrow stage `CleanText` adds `clean_removed_chars` (characters removed or replaced) and `lang`
-(if absent), and drops rows that are:
+The Arrow stage `CleanText` adds `clean_removed_chars` (characters removed or replaced; the
+`language` stage after it adds `lang`), and drops rows that are:
 - `empty`: nothing but whitespace is left;
 - `garbage`: control, replacement, private-use and box/block-symbol characters plus the
   undecodable bytes the reader removed make up more than `max_garbage_fraction` of the row;
@@ -35,7 +35,6 @@ import pyarrow as pa
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.lang import detect_langs
 from dataclean.stage import Stage, with_drops
 from dataclean.text.repetition import repetition_flags
 
@@ -157,8 +156,6 @@ class CleanText(Stage):
         text_array = pa.array(cleaned, pa.string())
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
-        if C.LANG not in table.column_names:
-            table = table.append_column(C.LANG, detect_langs(text_array))
         return with_drops(table, reasons)
 
     def compile_kernels(self) -> None:

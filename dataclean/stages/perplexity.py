@@ -29,8 +29,9 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.lang import detect_langs
+from dataclean.lang import identify_languages
 from dataclean.lm.compiled import compile_kernels
+from dataclean.lm.fetch import check_remote_model, fetch_model, is_uri
 from dataclean.lm.model import (
     BUNDLED,
     DEFAULT_MIN_TOKENS,
@@ -61,14 +62,18 @@ def _parse_pairs(values: tuple[str, ...], where: str) -> dict[str | None, str]:
 class ScorePerplexity(Stage):
     """Add `ppl` (CCNet perplexity under the reference model of the row's `lang`) and `lang`.
 
-    `models`: `LANG` for a bundled model (`en`, `zh`) or `LANG=PATH` for a model folder written by
-    `dataclean lm train`. `min_tokens`: texts with fewer SentencePiece pieces get a null `ppl`.
+    `models`: added to the bundled models (`en`, `zh`), or replacing one of them: `LANG=PATH` /
+    `LANG:PATH` for a model folder written by `dataclean lm train` (a local path, or a URI any
+    pyarrow filesystem reads: `s3://`, `gs://`, `hdfs://`, `file://`, fetched once per machine by
+    `dataclean.lm.fetch`), `LANG` for a bundled model, `LANG=off` to score no row of that language.
+    Only rows whose `lang` has a model are scored. `min_tokens`: texts with fewer SentencePiece
+    pieces get a null `ppl`.
     `rescore`: score rows that already have a `ppl` (by default they keep it).
     """
 
     name: ClassVar[str] = "perplexity"
 
-    models: tuple[str, ...] = BUNDLED
+    models: tuple[str, ...] = ()
     min_tokens: int = DEFAULT_MIN_TOKENS
     rescore: bool = False
     _loaded: dict[str, LanguageModel] | None = field(default=None, init=False, repr=False, compare=False)
@@ -78,33 +83,42 @@ class ScorePerplexity(Stage):
         if self.min_tokens < 1:
             raise ConfigError(f"perplexity.min_tokens must be >= 1, got {self.min_tokens}")
         specs = self.model_specs()
-        if not specs:
-            raise ConfigError("perplexity.models: give at least one model (LANG or LANG=PATH)")
         for lang, spec in specs.items():
-            if spec not in BUNDLED and not Path(spec).is_dir():
+            if is_uri(spec):
+                check_remote_model(spec)
+            elif spec not in BUNDLED and not Path(spec).is_dir():
                 raise ConfigError(
                     f"perplexity.models: {lang}={spec} is neither a bundled model "
                     f"({', '.join(BUNDLED)}) nor a model folder"
                 )
 
     def model_specs(self) -> dict[str, str]:
-        """{lang: bundled name or model folder}."""
-        specs: dict[str, str] = {}
+        """{lang: bundled name, model folder or URI}: the bundled models, then `models` over them.
+
+        LANG and PATH split at the first = or :; `LANG=off` removes that language's model.
+        """
+        specs: dict[str, str] = {lang: lang for lang in BUNDLED}
         for value in self.models:
-            lang, sep, path = value.partition("=")
-            if sep and not (lang.strip() and path.strip()):
+            cut = min((i for i in (value.find("="), value.find(":")) if i >= 0), default=-1)
+            lang, path = (value[:cut], value[cut + 1 :]) if cut >= 0 else (value, "")
+            if cut >= 0 and not (lang.strip() and path.strip()):
                 raise ConfigError(f"perplexity.models: {value!r} is not LANG or LANG=PATH")
-            specs[lang.strip()] = path.strip() if sep else lang.strip()
-        return specs
+            specs[lang.strip()] = path.strip() if cut >= 0 else lang.strip()
+        return {lang: spec for lang, spec in specs.items() if spec != "off"}
 
     def setup(self) -> None:
         """Load each language's model, once per worker process."""
         if self._loaded is None:
-            self._loaded = {lang: load_model(spec) for lang, spec in self.model_specs().items()}
+            self._loaded = {
+                lang: load_model(fetch_model(spec) if is_uri(spec) else spec)
+                for lang, spec in self.model_specs().items()
+            }
 
     def compile_kernels(self) -> None:
         """The compiled tokenizer's kernels, with the first model that uses them (no KenLM load)."""
         for spec in self.model_specs().values():
+            if is_uri(spec):  # fetched by setup(); the bundled or local models come first
+                continue
             path = resolve_model(spec) / TOKENIZER_FILE
             if path.exists() and compile_kernels(path.read_bytes()):
                 return
@@ -118,7 +132,8 @@ class ScorePerplexity(Stage):
         self.setup()
         assert self._loaded is not None
         if C.LANG not in table.column_names:
-            table = table.append_column(C.LANG, detect_langs(table.column(C.TEXT)))
+            # Without the `language` stage before it (a recipe of its own, `--only perplexity`).
+            table = table.append_column(C.LANG, identify_languages(table.column(C.TEXT))[0])
         langs = table.column(C.LANG)
         texts = table.column(C.TEXT)
         ppl = np.full(table.num_rows, np.nan)
