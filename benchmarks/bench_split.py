@@ -6,8 +6,11 @@ Corpora come from the reference corpora folder (`$DATACLEAN_SHARED_DATA`, see
 `benchmarks/corpus.py`): English = WikiText-2 articles and Project Gutenberg books (both
 detokenized) and raw Common Crawl pages; Chinese = CMRC 2018 Wikipedia paragraphs (5 to a
 document) and 红楼梦 chapters. Without that folder, generated text stands in (and the figures say
-so). Every figure is one core, best of `--repeat` runs, and is reported next to references
-measured in the same run on the same text, since the machines are shared and absolute speeds drift:
+so). Every figure is one core, the median of `--repeat` timed rounds (min-max beside it), after
+the same untimed warm-up run of every case on the first two documents; the cases run round-robin
+so that all see the same load, and dataclean and each library get the same input, warm-up and
+rounds. Each is reported next to references measured in the same run on the same text, since the
+machines are shared and absolute speeds drift:
 `str.split()` (one C pass over the text), one regex pass finding terminator characters, the clean
 stage (split's neighbour in the default pipeline, to show split is not its slowest stage), and the
 PyPI sentence splitters the rules were measured against, on a 150 KB sample of the documents over
@@ -28,6 +31,7 @@ import gzip
 import json
 import random
 import re
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -105,23 +109,24 @@ def generated_docs(lang: str, count: int = 400, seed: int = 0) -> list[str]:
     return docs
 
 
-def best_seconds(
-    cases: dict[str, tuple[Callable[[], object], int]], repeat: int, memory: dict[str, float] | None = None
-) -> dict[str, float]:
-    """Best time of each case, run round-robin (case after case, `repeat` rounds) so that all see
-    the same load on a shared machine; a case's own count caps its rounds (slow libraries: 1).
-    `memory`, if given, receives each case's peak memory above its start (MiB, max of runs)."""
-    best = dict.fromkeys(cases, float("inf"))
+def timed_rounds(
+    cases: dict[str, Callable[[], object]], repeat: int, memory: dict[str, float] | None = None
+) -> dict[str, list[float]]:
+    """Seconds of each case in each of `repeat` rounds, run round-robin (case after case) so that
+    all see the same load on a shared machine; every case gets the same rounds.
+    `memory`, if given, receives each case's peak memory above its start (MiB, max of rounds)."""
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    names = list(cases)
     for round_ in range(repeat):
-        for name, (function, rounds) in cases.items():
-            if round_ < rounds:
-                with PeakMemory() as peak:
-                    start = time.perf_counter()
-                    function()
-                    best[name] = min(best[name], time.perf_counter() - start)
-                if memory is not None and peak.megabytes is not None:
-                    memory[name] = max(memory.get(name, 0.0), peak.megabytes)
-    return best
+        # Each round starts one case later, so that no case is always the first (or last) run.
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            with PeakMemory() as peak:
+                start = time.perf_counter()
+                cases[name]()
+                seconds[name].append(time.perf_counter() - start)
+            if memory is not None and peak.megabytes is not None:
+                memory[name] = max(memory.get(name, 0.0), peak.megabytes)
+    return seconds
 
 
 def sentence_ends(pieces: list[str]) -> set[int]:
@@ -190,40 +195,54 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: b
             break
         sample.append(doc)
         total += len(doc.encode("utf-8"))
-    cases: dict[str, tuple[Callable[[], object], int]] = {
-        "reference: str.split()": (lambda: [doc.split() for doc in docs], repeat),
-        "reference: one regex pass (terminators)": (
-            lambda: [terminators.findall(doc) for doc in docs],
-            repeat,
-        ),
-        "split_sentences (all docs)": (lambda: [split_sentences(doc) for doc in docs], repeat),
-        "chunk_text (docs over budget)": (
-            lambda: [chunk_text(doc, max_chars=max_chars) for doc in long_docs],
-            repeat,
-        ),
-        "SplitLongDocuments stage (all docs)": (lambda: stage(table), repeat),
-        "reference: CleanText stage (all docs)": (lambda: clean(table), repeat),
+
+    def cases_for(
+        docs: list[str], long_docs: list[str], table: pa.Table, sample: list[str]
+    ) -> dict[str, Callable[[], object]]:
+        found: dict[str, Callable[[], object]] = {
+            "reference: str.split()": lambda: [doc.split() for doc in docs],
+            "reference: one regex pass (terminators)": lambda: [terminators.findall(doc) for doc in docs],
+            "split_sentences (all docs)": lambda: [split_sentences(doc) for doc in docs],
+            "chunk_text (docs over budget)": lambda: [
+                chunk_text(doc, max_chars=max_chars) for doc in long_docs
+            ],
+            "SplitLongDocuments stage (all docs)": lambda: stage(table),
+            "reference: CleanText stage (all docs)": lambda: clean(table),
+        }
+        if segmenters:
+            found["split_sentences (library sample)"] = lambda: [split_sentences(doc) for doc in sample]
+        for library, segment in segmenters.items():
+            found[labels[library]] = lambda segment=segment: [segment(doc) for doc in sample]
+        return found
+
+    segmenters = library_segmenters(lang) if libraries else {}
+    labels = {
+        library: f"reference: {library} ({len(sample)} long docs, {total // 1000} KB)"
+        for library in segmenters
     }
+    # The same untimed warm-up for every case: the first two documents (imports, caches, JIT).
+    for function in cases_for(docs[:2], long_docs[:2], table.slice(0, 2), sample[:2]).values():
+        function()
+    cases = cases_for(docs, long_docs, table, sample)
     sizes = dict.fromkeys(cases, size)
     sizes["chunk_text (docs over budget)"] = long_size
-    segmenters = library_segmenters(lang) if libraries else {}
-    labels = {}
-    if segmenters:
-        cases["split_sentences (library sample)"] = (lambda: [split_sentences(doc) for doc in sample], repeat)
-        sizes["split_sentences (library sample)"] = total
-    for library, segment in segmenters.items():
-        label = f"reference: {library} ({len(sample)} long docs, {total // 1000} KB)"
-        cases[label] = (lambda segment=segment: [segment(doc) for doc in sample], 1)
-        sizes[label] = total
-        labels[library] = label
+    for name in cases:
+        if name == "split_sentences (library sample)" or name in labels.values():
+            sizes[name] = total
     memory: dict[str, float] = {}
-    seconds = best_seconds(cases, repeat, memory)
+    rounds = timed_rounds(cases, repeat, memory)
+    seconds = {name: statistics.median(values) for name, values in rounds.items()}
     speeds = {name: sizes[name] / seconds[name] for name in cases}
     by_split = speeds["reference: str.split()"]
     by_clean = speeds["reference: CleanText stage (all docs)"]
-    print(f"{'':4}{'what':48}{'MB/s':>8}{'x str.split':>13}{'x clean':>9}")
+    print(f"{'':4}{'what':58}{'MB/s':>8}{'(min-max)':>14}{'x str.split':>13}{'x clean':>9}")
     for name, speed in speeds.items():
-        print(f"{'':4}{name:48}{speed / 1e6:8.1f}{speed / by_split:13.3f}{speed / by_clean:9.2f}")
+        spread = f"({sizes[name] / max(rounds[name]) / 1e6:.1f}-{sizes[name] / min(rounds[name]) / 1e6:.1f})"
+        print(f"{'':4}{name:58}{speed / 1e6:8.1f}{spread:>14}{speed / by_split:13.3f}{speed / by_clean:9.2f}")
+    if segmenters:
+        ours = speeds["split_sentences (library sample)"]
+        for library, label in labels.items():
+            print(f"    split_sentences / {library} on the same sample: {ours / speeds[label]:.1f}x")
     out = stage(table)
     longest = max(len(text) for text in out.column("text").to_pylist())
     chunks = out.num_rows - table.num_rows + len(long_docs)
@@ -269,7 +288,7 @@ def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: b
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--max-chars", type=int, default=2000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds of every case")
     parser.add_argument("--no-libraries", action="store_true", help="skip pysbd & co.")
     parser.add_argument("--json", help="also write the comparisons here (for run_all.py)")
     args = parser.parse_args()
@@ -279,7 +298,7 @@ def main() -> None:
         "zh": chinese_docs() if real else generated_docs("zh"),
     }
     print(f"data: {DATA if real else 'generated (no reference data found)'}")
-    print(f"budget: max_chars={args.max_chars}; best of {args.repeat} runs; one core\n")
+    print(f"budget: max_chars={args.max_chars}; median of {args.repeat} rounds, same warm-up; one core\n")
     rows, stages = [], {}
     for lang, docs in corpora.items():
         found = report(lang, docs, args.max_chars, args.repeat, not args.no_libraries)

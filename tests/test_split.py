@@ -129,6 +129,57 @@ def test_english_sentences(text: str, expected: list[str]) -> None:
     assert sentences_of(text) == expected
 
 
+GOLDEN_EN = [json.loads(line) for line in (FIXTURES / "golden_en.jsonl").open(encoding="utf-8")]
+
+
+def test_english_golden_rules_agreement() -> None:
+    # The English golden rules (pragmatic segmenter, also pySBD's), more of pragmatic segmenter's
+    # English spec and pySBD's regression cases: exact agreement with their expected sentences.
+    assert len(GOLDEN_EN) >= 60
+    missed = [case["id"] for case in GOLDEN_EN if sentences_of(case["text"]) != case["expected"]]
+    assert 1 - len(missed) / len(GOLDEN_EN) >= 0.9, missed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Numbers in sequence in prose are not list items: no sequence began a sentence.
+        (
+            "The total is 3. The next value is 4. Then it stops.",
+            ["The total is 3.", "The next value is 4.", "Then it stops."],
+        ),
+        (
+            "I lived in Washington, D.C. For years I worked there.",
+            ["I lived in Washington, D.C.", "For years I worked there."],
+        ),
+        ("Read ch. 3 and see fig. 2 below.", ["Read ch. 3 and see fig. 2 below."]),
+    ],
+)
+def test_numbers_and_acronyms_in_prose(text: str, expected: list[str]) -> None:
+    assert sentences_of(text) == expected
+
+
+def test_list_items_inside_a_line() -> None:
+    assert sentences_of("Steps: 1) Open the box 2) Take it out 3) Close it") == [
+        "Steps: 1) Open the box",
+        "2) Take it out",
+        "3) Close it",
+    ]
+    assert sentences_of("i. Read it ii. Sign it iii. Send it") == [
+        "i. Read it",
+        "ii. Sign it",
+        "iii. Send it",
+    ]
+
+
+def test_spaced_ellipsis_inside_and_at_the_end_of_a_sentence() -> None:
+    assert sentences_of("He said . . . nothing. Then . . . . She left.") == [
+        "He said . . . nothing.",
+        "Then . . . .",
+        "She left.",
+    ]
+
+
 CHINESE = [
     ("他说：“你好。”然后走了。", ["他说：“你好。”", "然后走了。"]),
     ("“你去哪儿？”他问。“回家！”她答。", ["“你去哪儿？”", "他问。", "“回家！”", "她答。"]),

@@ -73,7 +73,7 @@ from dataclean.feedback.report import markdown, plot, write_spikes
 )
 @click.option(
     "--spike-ratio",
-    default=3.0,
+    default=1.5,
     show_default=True,
     help="Times the recent loss level a spike must reach.",
 )

@@ -1,18 +1,22 @@
-"""Stage `clean`: strip control characters and undecodable bytes, map exotic spaces, repair mojibake.
+"""Stage `clean`: repair mojibake, strip control characters and undecodable bytes, map exotic spaces.
 
-`clean_text` removes C0/C1 control characters (keeping tab and newline; CR and CRLF become LF;
-a C1 character that is Windows-1252 punctuation read as Latin-1, such as U+0093 for a curly
-quote, is first turned back into that punctuation by ftfy),
-U+FFFD left by undecodable bytes, zero-width and bidi control characters, soft hyphens and byte
-order marks; maps exotic spaces (NBSP, U+1680, U+2000-U+200A, U+202F, U+205F, U+3000) to a plain
-space; and repairs mojibake (UTF-8 read as Latin-1/Windows-1252) with ftfy's `fix_encoding`.
+`clean_text` first repairs, line by line, mojibake (UTF-8 read in any single-byte encoding ftfy
+repairs: Latin-1/Windows-1252, Windows-1250/1251/1253/1254/1257, ISO-8859-2, MacRoman, cp437; in
+several layers; and C1 characters that are Windows-1252 punctuation read as Latin-1, such as
+U+0093 for a curly quote) and HTML entities (`&amp;`, `&frac14;`, also over mojibake; only before
+the first `<`, after which the text is HTML), with ftfy's own fixers on the lines its own detector
+flags (see `dataclean.text.mojibake`). Repair comes before removal, so a soft hyphen or C1
+character that is part of the mojibake is still there for ftfy to decode. Then it removes C0/C1
+control characters (keeping tab and newline; CR and CRLF become LF), U+FFFD left by undecodable
+bytes, zero-width and bidi control characters, soft hyphens and byte order marks; and maps exotic
+spaces (NBSP, U+1680, U+2000-U+200A, U+202F, U+205F, U+3000) to a plain space.
 ZWJ/ZWNJ are kept between non-ASCII characters, where Persian, Indic scripts and emoji sequences
 need them. Unicode normalization is off by default (datatrove's choice: NFKC rewrites CJK
 full-width punctuation); NFC or NFKC on request.
 
-Speed: most documents hold none of the characters above, and one regex search sends them down a
-fast path that returns them untouched; ftfy runs only on documents with a mojibake-shaped pair of
-characters, not on every document as datatrove's and NeMo Curator's formatters do.
+Speed: most documents hold none of the characters above, and a few regex searches send them down
+a fast path that returns them untouched; ftfy runs only on the lines its detector flags, not on
+every document as datatrove's and NeMo Curator's formatters do.
 
 The Arrow stage `CleanText` adds `clean_removed_chars` (characters removed or replaced; the
 `language` stage after it adds `lang`), and drops rows that are:
@@ -30,25 +34,19 @@ import unicodedata
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-import ftfy
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.stage import Stage, with_drops
+from dataclean.text.mojibake import repair_lines
 from dataclean.text.repetition import repetition_flags
 
-# Any character that clean_text may change, or that counts as garbage: the fast-path test.
+# Any character that the removal steps may change, or that counts as garbage: the fast-path test.
 _SUSPECT = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u00ad\u00c2-\u00f4\u1680\u2000-\u200f\u2028-\u202f"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u00ad\u1680\u2000-\u200f\u2028-\u202f"
     "\u205f-\u206f\u2500-\u25ff\u3000\ue000-\uf8ff\ufeff\ufffd\U000f0000-\U0010ffff]"
-)
-# A UTF-8 lead byte read as Latin-1/cp1252, then a continuation byte read the same way; or a C1
-# control character, which is how Windows-1252 punctuation (curly quotes, dashes) read as Latin-1
-# shows up.
-_MOJIBAKE = re.compile(
-    "[\u0080-\u009f]|[\u00c2-\u00f4][\u0080-\u00bf\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc"
-    "\u2013\u2014\u2018-\u201a\u201c-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]"
 )
 _GARBAGE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2500-\u25ff\ue000-\uf8ff\ufffd\U000f0000-\U0010ffff]"
@@ -65,23 +63,20 @@ _EDGE_JOINERS = re.compile("(?:(?<=[\x00-\x7f])|^)[\u200c\u200d]+|[\u200c\u200d]
 Normalization = Literal["none", "NFC", "NFKC"]
 
 
-def _fix_mojibake(text: str) -> str:
-    """ftfy's encoding fixer on the lines that show mojibake, as ftfy.fix_text segments by line."""
-    lines = text.split("\n")
-    for index, line in enumerate(lines):
-        if _MOJIBAKE.search(line):
-            lines[index] = ftfy.fix_encoding(line)
-    return "\n".join(lines)
-
-
-def _clean(text: str, normalization: Normalization, fix_mojibake: bool) -> tuple[str, int, int]:
+def _clean(
+    text: str, normalization: Normalization, fix_mojibake: bool, unescape_html: bool
+) -> tuple[str, int, int]:
     """(cleaned text, characters removed or replaced, garbage characters before removal)."""
-    if _SUSPECT.search(text) is None:
+    suspect = _SUSPECT.search(text)
+    if fix_mojibake or unescape_html:
+        # Without suspect characters there is no C1 character for the repair to look for.
+        repaired = repair_lines(text, fix_mojibake, unescape_html, may_have_c1=suspect is not None)
+        if repaired is not text:
+            text, suspect = repaired, _SUSPECT.search(repaired)
+    if suspect is None:
         if normalization != "none":
             text = unicodedata.normalize(normalization, text)
         return text, 0, 0
-    if fix_mojibake and _MOJIBAKE.search(text):
-        text = _fix_mojibake(text)
     garbage = len(_GARBAGE.findall(text))
     lines = joiners = 0
     if "\r" in text or "\u2028" in text or "\u2029" in text:
@@ -95,9 +90,11 @@ def _clean(text: str, normalization: Normalization, fix_mojibake: bool) -> tuple
     return text, lines + removed + spaces + joiners, garbage
 
 
-def clean_text(text: str, normalization: Normalization = "none", fix_mojibake: bool = True) -> str:
+def clean_text(
+    text: str, normalization: Normalization = "none", fix_mojibake: bool = True, unescape_html: bool = True
+) -> str:
     """Return `text` cleaned as the module docstring describes."""
-    return _clean(text, normalization, fix_mojibake)[0]
+    return _clean(text, normalization, fix_mojibake, unescape_html)[0]
 
 
 @dataclass
@@ -113,6 +110,7 @@ class CleanText(Stage):
 
     normalization: Normalization = "none"
     fix_mojibake: bool = True
+    unescape_html: bool = True
     max_garbage_fraction: float = 0.3
     max_repeat_chars: int = 100
     max_repeat_period: int = 10
@@ -140,11 +138,13 @@ class CleanText(Stage):
         cleaned: list[str] = []
         removed: list[int] = []
         reasons: list[str | None] = []
+        changed: list[bool] = []
         for text, bad_bytes in zip(texts, bad, strict=True):
-            new, count, garbage = _clean(text, self.normalization, self.fix_mojibake)
+            new, count, garbage = _clean(text, self.normalization, self.fix_mojibake, self.unescape_html)
             cleaned.append(new)
             removed.append(count)
-            if not new.strip():
+            changed.append(new is not text and new != text)
+            if not new or new.isspace():  # no stripped copy of every document
                 reasons.append("empty")
             elif garbage + bad_bytes > self.max_garbage_fraction * (len(text) + bad_bytes):
                 reasons.append("garbage")
@@ -153,7 +153,7 @@ class CleanText(Stage):
         if self.max_repeat_chars:
             flags = repetition_flags(cleaned, self.max_repeat_period, self.max_repeat_chars)
             reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
-        text_array = pa.array(cleaned, pa.string())
+        text_array = _replaced(table.column(C.TEXT), cleaned, changed)
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         return with_drops(table, reasons)
@@ -162,6 +162,18 @@ class CleanText(Stage):
         """The repetition scan's kernel, when the stage runs it."""
         if self.max_repeat_chars:
             repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
+
+
+def _replaced(column: pa.ChunkedArray, cleaned: list[str], changed: list[bool]) -> pa.Array:
+    """The text column with the changed rows replaced: most rows are unchanged, and converting
+    every Python string back to Arrow would cost more than cleaning them."""
+    original = column.combine_chunks()
+    if original.type != pa.string():
+        original = original.cast(pa.string())
+    if not any(changed):
+        return original
+    values = pa.array([text for text, change in zip(cleaned, changed, strict=True) if change], pa.string())
+    return pc.replace_with_mask(original, pa.array(changed, pa.bool_()), values)
 
 
 def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

@@ -26,19 +26,36 @@ benchmarks/bench_split.py on 2 shared cores; the target is 20 MB/s per core on l
 - blingfire 0.1.8: 4-9 MB/s through its Python offsets API; cuts 。” and 《书名？》 wrongly.
 
 What we take from a library is its knowledge: the English abbreviation list comes from pysbd's
-(data/split/abbreviations_en.tsv), its golden rules are test cases, and the benchmark reports
-agreement with it (0.99 of pysbd's English sentence ends found). The rules are script-based per
-boundary, so mixed Chinese/English text needs no language tag:
+(data/split/abbreviations_en.tsv), the sentence starters and exclamation names are pragmatic
+segmenter's as pysbd ships them (data/split/words_en.tsv), the English golden rules and pysbd's
+regression cases are test cases (0.97 exact agreement, as pysbd's own), and the benchmark reports
+agreement with pysbd on real documents. The rules are script-based per boundary, so mixed
+Chinese/English text needs no language tag:
 
 - Chinese: 。！？；．｡ and …/…… end a sentence wherever they stand, with the closing quotes and
   brackets after them (“你好。”  ？」  ！）); a terminator inside 《书名》 does not; ． between
   digits is a decimal point; half-width . ! ? end a sentence when a Chinese character precedes
   them and a Chinese character, whitespace or the end of the text follows.
 - English: . ! ? and ellipses end a sentence only before whitespace (so 3.14, e-mail addresses,
-  URLs and file names never split), and never before a lower-case word; after a period also not
-  after a title abbreviation (Mr. Dr. e.g.), a single-letter initial (J. R. R. Tolkien), a
-  general abbreviation or dotted acronym unless an upper-case word follows (Jan. 5, U.S. economy),
-  or a list number at the start of a sentence (1. 2. iv. a.).
+  URLs and file names never split), with the closing quotes and brackets after them, and never
+  before a lower-case word. After a period, not:
+  - after a title abbreviation (Mr. Dr. e.g. Mt.), a lower-case single letter (p. 55, v.);
+  - after a general abbreviation (Jan. Co. no.) unless an upper-case word other than I follows
+    (pysbd's rule: "Co. It closed" splits, "Jan. 5" does not);
+  - after a dotted acronym (U.S. E.U. J.C.) unless a word that usually starts a sentence follows
+    ("the U.S. How about", not "the U.S. Government"), nor after an upper-case initial unless
+    such a word follows and the word before is not a name ("you and I. Did", not "Albert I.
+    Jones", "Q. What");
+  - after a.m./p.m. only before an upper-case word, and not when the sentence so far is a fronted
+    phrase (a preposition and up to two words: "At 5 a.m. Mr. Smith went");
+  - after a list number at the start of a sentence (1. 2. iv. a.);
+  - inside a spaced ellipsis (". . ." marks words left out); four spaced periods end the
+    sentence, and "word. . . ." ends it after the word's own period;
+  - before a parenthesized citation closed by a terminator ('... stairways [...]" (Smith 55).').
+  "!" after an exclamation name (Yahoo!) does not end a sentence. List items inside a line start
+  a sentence when their markers count in sequence ("1.) The first item 2.) The second item",
+  "a. The first item b. The second", "• 9. ... • 10. ..."), the sequence having begun a line or
+  sentence.
 """
 
 from __future__ import annotations
@@ -62,7 +79,17 @@ _CANDIDATE = re.compile(r"[.!?…‥。！？；．｡\n][.!?…‥。！？；�
 _TERMINATOR_CHARS = ".!?…‥。！？；．｡"
 _CLAUSE = re.compile(r"[，、：﹐﹑﹕](?:[" + re.escape(_CLOSERS) + r"]*)\s*|[,;:](?=\s)\s*")
 _SPACE = re.compile(r"\s+")
-_ROMAN = re.compile(r"[ivxlcIVXLC]{1,6}")
+_ROMAN = re.compile(r"[ivxlc]{1,6}|[IVXLC]{1,6}")
+_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
+_WORD = re.compile(r"[^\s,;:.!?)\]}”’\"]+")
+# A list marker closed by a parenthesis alone ("2) The second item"), found apart from the
+# sentence candidates (".)" markers are period candidates).
+_PAREN_MARKER = re.compile(r"\)(?= +[A-Z])")
+_LIST_BULLETS = "•⁃‣◦"
+# A parenthesized citation closed by a terminator: "... stairways [...]" (Smith 55).
+_CITATION = re.compile(r"\([^()\n]{1,80}\)[.!?]")
+# An attached period followed by a spaced three-dot ellipsis and a new sentence ("compounds. . . . The").
+_ELLIPSIS_AFTER = re.compile(r" ?\. \. \.\s+[A-Z\"“‘'(\[]")
 
 
 def _is_cjk(char: str) -> bool:
@@ -76,48 +103,173 @@ def _is_cjk(char: str) -> bool:
     )
 
 
-@lru_cache(maxsize=1)
-def abbreviations() -> tuple[frozenset[str], frozenset[str]]:
-    """(title, general) English abbreviations from data/split/abbreviations_en.tsv."""
-    table = resources.files("dataclean") / "data" / "split" / "abbreviations_en.tsv"
-    title: set[str] = set()
-    general: set[str] = set()
-    for line in table.read_text(encoding="utf-8").splitlines():
-        if not line or line.startswith("#") or line.startswith("abbreviation\t"):
+def _read_table(name: str) -> dict[str, set[str]]:
+    """A two-column TSV of data/split (`#` comments, a header row): the words of each kind."""
+    table = resources.files("dataclean") / "data" / "split" / name
+    kinds: dict[str, set[str]] = {}
+    for line in table.read_text(encoding="utf-8").splitlines()[1:]:
+        if not line or line.startswith("#") or "\t" not in line:
             continue
         word, _, kind = line.partition("\t")
-        (title if kind == "title" else general).add(word)
-    return frozenset(title), frozenset(general)
+        if word not in ("abbreviation", "word"):
+            kinds.setdefault(kind, set()).add(word)
+    return kinds
 
 
-def _period_ends_sentence(text: str, at: int, after: str, unit_start: int) -> bool:
+@lru_cache(maxsize=1)
+def _words() -> dict[str, frozenset[str]]:
+    """English word lists by kind: title, general, time (data/split/abbreviations_en.tsv);
+    starter, preposition, exclamation (data/split/words_en.tsv)."""
+    found = _read_table("abbreviations_en.tsv") | _read_table("words_en.tsv")
+    kinds = ("title", "general", "time", "starter", "preposition", "exclamation")
+    return {kind: frozenset(found.get(kind, ())) for kind in kinds}
+
+
+def abbreviations() -> tuple[frozenset[str], frozenset[str]]:
+    """(title, general) English abbreviations from data/split/abbreviations_en.tsv."""
+    words = _words()
+    return words["title"], words["general"]
+
+
+def _next_word(text: str, at: int) -> str:
+    """The word starting at `at`, without the punctuation that follows it."""
+    match = _WORD.match(text, at)
+    return match.group() if match else ""
+
+
+def _spaced_period_ends_sentence(text: str, at: int) -> bool:
+    """Whether a period after a space ("end ." or the last of ". . .") ends a sentence.
+
+    A spaced ellipsis of three (". . .") marks words left out inside a sentence; of four, or a
+    period attached to a word followed by three (pragmatic segmenter's ellipsis rules), the
+    sentence ends: after the fourth period, or after the attached one (handled there).
+    """
+    count, start = 1, at
+    while start >= 2 and text[start - 1] == " " and text[start - 2] == ".":
+        count, start = count + 1, start - 2
+    attached = start > 0 and not text[start - 1].isspace()
+    if attached:
+        return count < 4
+    return count != 3
+
+
+def _is_fronted_phrase(text: str, unit_start: int, at: int) -> bool:
+    """Whether the sentence so far is a preposition and at most two more words ("At 5 a.m.")."""
+    words = text[unit_start:at].split()
+    return 0 < len(words) <= 3 and words[0].lstrip("(\"'“‘") in _words()["preposition"]
+
+
+def _period_ends_sentence(text: str, at: int, after: str, unit_start: int, end: int) -> bool:
     """Whether the single period at `text[at]`, followed by whitespace, ends a sentence.
 
-    `after` is the first character after the whitespace ("" at the end of the text) and
-    `unit_start` where the current sentence began (for list numbers).
+    `after` is the first character after the whitespace ("" at the end of the text), `end` its
+    offset, and `unit_start` where the current sentence began (for list numbers).
     """
     if at == 0 or text[at - 1].isspace():
-        return True  # a free-standing period (tokenized text: "end .")
+        return _spaced_period_ends_sentence(text, at)
     window = text[max(0, at - 24) : at].split()
     raw = window[-1] if window else ""
-    token = raw.lstrip("(\"'“‘[{<«")
+    token = raw.lstrip("(\"'“‘[{<«" + _LIST_BULLETS)
     lower = token.lower()
-    title, general = abbreviations()
-    if lower in title:
+    words = _words()
+    if lower in words["title"]:
         return False
-    if len(token) == 1 and token.isalpha() and token != "I":
-        return False  # an initial or a list letter
     upper_next = after == "" or after.isupper() or _is_cjk(after)
-    if lower in general:
-        return upper_next
+    if len(token) == 1 and token.isalpha():
+        # A lower-case letter is an initial, a list letter or a variable; an upper-case one ends
+        # a sentence only before a sentence starter and after a word that is not a name ("you
+        # and I. Did", not "Albert I. Jones" nor "Q. What").
+        if token.islower() or _next_word(text, end) not in words["starter"]:
+            return False
+        previous = text[max(unit_start, at - 40) : at - len(raw)].split()
+        return bool(previous) and not previous[-1][:1].isupper()
+    if lower in words["time"]:
+        return upper_next and not _is_fronted_phrase(text, unit_start, at)
+    if lower in words["general"]:
+        return upper_next and _next_word(text, end) not in ("I", "I'm", "I'll")
     if "." in token and all(0 < len(part) <= 2 and part.isalpha() for part in token.split(".")):
-        return upper_next  # dotted acronym: U.S, a.m, Ph.D
+        # A dotted acronym (U.S, E.U, J.C, Ph.D) ends a sentence before a sentence starter only.
+        return _next_word(text, end) in words["starter"]
     if len(token) <= 6 and at - len(raw) - unit_start <= 4:
         # "1." or "iv." at the start of a sentence is a list marker, not a sentence.
         lead = text[unit_start : at - len(raw)]
         if not lead.strip(_BULLETS) and ((token.isdigit() and len(token) <= 3) or _ROMAN.fullmatch(token)):
             return False
     return True
+
+
+def _list_value(token: str) -> list[tuple[str, int]]:
+    """(kind, value) readings of a list marker's label: 3 -> number 3, c -> letter 3, iv -> roman 4."""
+    if token.isdigit():
+        return [("number", int(token))]
+    readings = []
+    if len(token) == 1:
+        readings.append(("lower" if token.islower() else "upper", ord(token.lower()) - ord("a") + 1))
+    if _ROMAN.fullmatch(token):
+        value, previous = 0, 0
+        for char in reversed(token.lower()):
+            digit = _ROMAN_VALUES[char]
+            value, previous = (value - digit, previous) if digit < previous else (value + digit, digit)
+        readings.append(("roman" if token.islower() else "ROMAN", value))
+    return readings
+
+
+def _may_be_label(text: str, at: int) -> bool:
+    """Cheap test before `_label_before`: a word ending in two letters that are not both roman
+    numerals ("word.") is no list label."""
+    tail = text[at - 2 : at]
+    return not (tail.isalpha() and tail.lower().strip("ivxlc"))
+
+
+def _label_before(text: str, at: int) -> tuple[int, str] | None:
+    """(where the marker starts, its label) if text[:at] ends with a list label: a number of up
+    to 3 digits, a letter or a roman numeral, after whitespace or a bullet ("• 9", "⁃10", " b")."""
+    low = max(0, at - 8)
+    space = max(text.rfind(" ", low, at), text.rfind("\n", low, at), text.rfind("\t", low, at))
+    if space < 0 and low > 0:
+        return None
+    start = space + 1
+    token = text[start:at]
+    label = token.lstrip(_LIST_BULLETS)
+    if not label or not (
+        (label.isdigit() and len(label) <= 3)
+        or (len(label) == 1 and label.isalpha())
+        or _ROMAN.fullmatch(label)
+    ):
+        return None
+    if label == token and start >= 2 and text[start - 1] == " " and text[start - 2] in _LIST_BULLETS:
+        start -= 2  # "• 9.": the item starts at its bullet
+    return start, label
+
+
+class _ListChains:
+    """Numbered and lettered list items inside a line ("1.) The first item 2.) The second").
+
+    A marker (a label with ".", ")" or ".)", then an upper-case word) starts an item when it
+    follows the previous marker of the same kind and style in sequence (1 -> 2, a -> b, iv -> v),
+    and that sequence began at the start of a line or sentence or after a colon. Prose rarely
+    counts in sequence with an upper-case word after each number.
+    """
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[str, str], int] = {}
+
+    def starts_item(
+        self, text: str, marker: int, label: str, style: str, ends: list[int], levels: list[int]
+    ) -> bool:
+        """Note the marker at text[marker]; if it continues a list, cut before it (appending to
+        `ends`, `levels`) and return True."""
+        readings = _list_value(label)
+        continued = any(self.last.get((kind, style)) == value - 1 for kind, value in readings)
+        before = text[max(0, marker - 8) : marker].rstrip(" \t")
+        if continued or not before or before[-1] in "\n.!?:;)":
+            for kind, value in readings:
+                self.last[(kind, style)] = value
+        if not continued or marker <= (ends[-1] if ends else 0):
+            return False
+        ends.append(marker)
+        levels.append(SENTENCE)
+        return True
 
 
 def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
@@ -130,6 +282,14 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
     n = len(text)
     has_titles = "《" in text
     unit_start = 0
+    lists = _ListChains()
+    # Markers closed by ")" alone: (offset of the ")", label), merged in order with the candidates.
+    parens = [
+        (match.start(), labelled[1])
+        for match in _PAREN_MARKER.finditer(text)
+        if text[match.start() - 1 : match.start()] != "." and (labelled := _label_before(text, match.start()))
+    ]
+    next_paren = 0
     # Parity of ASCII '"' since the line start, to tell an opening '"' from a closing one.
     open_quotes = 0
     quotes_counted_to = 0
@@ -137,11 +297,17 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
         start, end = match.span()
         if end >= n:
             break
+        while next_paren < len(parens) and parens[next_paren][0] < start:
+            paren, label = parens[next_paren]
+            if lists.starts_item(text, paren - len(label), label, ")", ends, levels):
+                unit_start = ends[-1]
+            next_paren += 1
         found = match.group()
         first = found[0]
         if first == "\n":
             end = start + len(found) - len(found.lstrip())
             levels.append(PARAGRAPH if found.count("\n", 0, end - start) > 1 else LINE)
+            lists.last.clear()
             ends.append(end)
             unit_start = quotes_counted_to = end
             open_quotes = 0
@@ -150,11 +316,10 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
         after = text[end]
         if found == ". " and before < "\u2e80":
             # Fast path for the most common English candidate: a period and one space.
-            if (
-                not after.islower()
-                and after not in _TERMINATORS
-                and _period_ends_sentence(text, start, after, unit_start)
-            ):
+            marked = _label_before(text, start) if after.isupper() and _may_be_label(text, start) else None
+            if marked and lists.starts_item(text, *marked, ".", ends, levels):
+                unit_start = ends[-1]
+            if not after.islower() and _english_boundary(text, start, end, ".", after, unit_start):
                 ends.append(end)
                 levels.append(SENTENCE)
                 unit_start = end
@@ -195,12 +360,11 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
                 space = ""
         elif not space:
             boundary = _is_cjk(after)
-        elif after.islower() or after in _TERMINATORS:
-            boundary = False
-        elif term == ".":
-            boundary = _period_ends_sentence(text, start, after, unit_start)
         else:
-            boundary = True
+            marked = _label_before(text, start) if term == "." and after.isupper() else None
+            if marked and close in ("", ")") and lists.starts_item(text, *marked, "." + close, ends, levels):
+                unit_start = ends[-1]
+            boundary = _english_boundary(text, start, end, term, after, unit_start)
         newlines = space.count("\n")
         if newlines > 1:
             level = PARAGRAPH
@@ -216,7 +380,32 @@ def sentence_boundaries(text: str) -> tuple[list[int], list[int]]:
         if newlines:
             quotes_counted_to = end
             open_quotes = 0
+    for paren, label in parens[next_paren:]:
+        lists.starts_item(text, paren - len(label), label, ")", ends, levels)
     return ends, levels
+
+
+def _english_boundary(text: str, start: int, end: int, term: str, after: str, unit_start: int) -> bool:
+    """Whether the terminators `term` at text[start], then closers and whitespace up to `end`
+    (before `after`, not CJK), end a sentence."""
+    if after.islower():
+        return False
+    if after in _TERMINATORS:
+        # "compounds. . . . The": the attached period ends the sentence, the ellipsis opens the next.
+        return (
+            term == "."
+            and start > 0
+            and not text[start - 1].isspace()
+            and bool(_ELLIPSIS_AFTER.match(text, end))
+        )
+    if after == "(" and _CITATION.match(text, end):
+        return False  # a citation after a quotation belongs to it: "... stairways" (Smith 55).
+    if term == ".":
+        return _period_ends_sentence(text, start, after, unit_start, end)
+    if term == "!":
+        words = text[max(unit_start, start - 24) : start].split()
+        return not words or words[-1].lstrip("(\"'“‘") not in _words()["exclamation"]
+    return True
 
 
 def _in_title(text: str, unit_start: int, at: int) -> bool:

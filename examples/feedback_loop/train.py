@@ -94,8 +94,13 @@ def train(
     seq_len: int = 128,
     lr: float = 3e-3,
     seed: int = 0,
+    inject: dict[int, list[tuple[str, str]]] | None = None,
 ) -> dict[str, list[float]]:
-    """Train; write logs/losses/ and logs/steps/; return the loss curves for plotting."""
+    """Train; write logs/losses/ and logs/steps/; return the loss curves for plotting.
+
+    `inject`: step -> (id, text) records added to that step's batch (the example's data spike:
+    records that never went through cleaning, as a loader bug or an unfiltered shard delivers).
+    """
     torch.manual_seed(seed)
     torch.set_num_threads(2)
     ids, texts = read_texts(corpus)
@@ -103,7 +108,7 @@ def train(
     held = read_texts(heldout)[1] if heldout else []
     model = TinyByteLM(seq_len)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    steps_per_epoch = math.ceil(len(ids) / batch_size)
+    steps_per_epoch = len(ids) // batch_size
     total = epochs * steps_per_epoch
     warmup = max(total // 20, 1)
 
@@ -121,10 +126,16 @@ def train(
     step, started = 0, time.monotonic()
     for epoch in range(epochs):
         order = torch.randperm(len(ids), generator=generator)
-        for start in range(0, len(ids), batch_size):
+        for start in range(0, len(ids) - batch_size + 1, batch_size):  # whole batches only
             rows = order[start : start + batch_size]
             batch_ids = [ids[i] for i in rows.tolist()]
-            losses, tokens = per_sample_loss(model(inputs[rows]), labels[rows], return_tokens=True)
+            batch_inputs, batch_labels = inputs[rows], labels[rows]
+            if inject and step in inject:
+                extra_inputs, extra_labels = encode([text for _, text in inject[step]], seq_len)
+                batch_ids += [sample_id for sample_id, _ in inject[step]]
+                batch_inputs = torch.cat([batch_inputs, extra_inputs])
+                batch_labels = torch.cat([batch_labels, extra_labels])
+            losses, tokens = per_sample_loss(model(batch_inputs), batch_labels, return_tokens=True)
             loss = (losses * tokens).sum() / tokens.sum().clamp(min=1)
             optimizer.zero_grad()
             loss.backward()
