@@ -1,10 +1,13 @@
-"""Benchmark corpora built from the team's reference data folder, or generated text.
+"""Benchmark corpora built from the reference data folder, or generated text.
 
-The folder (en/, zh/, web/: real text nobody on the team wrote) is given on the command line
-(`--data PATH`, see `add_data_argument`), else $DATACLEAN_SHARED_DATA, else `shared/data` beside
-the repository. A folder that was asked for and is missing is a clear error, never a silent
-switch to generated text (that takes `--generated`). Read `corpus.SHARED` at call time: `use_data`
-changes it (and the environment, so benchmark subprocesses read the same folder).
+The folder holds real text nobody on the team wrote: `web/*.jsonl.gz` (raw Common Crawl WET
+documents), `en/wikitext2/` (WikiText-2 `valid.txt`, `test.txt`), `en/gutenberg/` (Project
+Gutenberg books), `zh/cmrc2018/` (`cmrc2018_contexts_dedup.txt`, CMRC 2018 Wikipedia paragraphs)
+and `zh/hongloumeng/` (`hongloumeng.txt`). A clone has none: it is given on the command line
+(`--data PATH`, see `add_data_argument`), else $DATACLEAN_SHARED_DATA. A folder that is missing is
+a clear error, never a silent switch to generated text (that takes `--generated`). Read
+`corpus.SHARED` at call time: `use_data` changes it (and the environment, so benchmark
+subprocesses read the same folder).
 
 Benchmarks only: tests never import this module.
 """
@@ -23,12 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _shared_data() -> Path:
-    """$DATACLEAN_SHARED_DATA, else shared/data beside the repository (or beside the folder of its
-    git worktree); the first candidate when none exists (`use_data` then says it is missing)."""
-    if os.environ.get("DATACLEAN_SHARED_DATA"):
-        return Path(os.environ["DATACLEAN_SHARED_DATA"])
-    candidates = [ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "data"]
-    return next((path for path in candidates if path.is_dir()), candidates[0])
+    """$DATACLEAN_SHARED_DATA; without it a folder that does not exist (`use_data` then says so)."""
+    return Path(os.environ.get("DATACLEAN_SHARED_DATA") or ROOT / "benchmarks" / "no-reference-data")
 
 
 SHARED = _shared_data()
