@@ -158,6 +158,11 @@ class CleanText(Stage):
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         return with_drops(table, reasons)
 
+    def compile_kernels(self) -> None:
+        """The repetition scan's kernel, when the stage runs it."""
+        if self.max_repeat_chars:
+            repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
+
 
 def _replaced(column: pa.ChunkedArray, cleaned: list[str], changed: list[bool]) -> pa.Array:
     """The text column with the changed rows replaced: most rows are unchanged, and converting
