@@ -97,7 +97,7 @@ def _check_charts(page: Path, profile: Path) -> int:
 def test_sample_report_renders_every_chart(tmp_path: Path) -> None:
     out = tmp_path / "sample"
     run_pipeline([str(SAMPLE)], str(out), [CleanText()], LocalExecutor())
-    assert _check_charts(out / "report.html", tmp_path / "profile") == 3  # rows, bytes, reasons
+    assert _check_charts(out / "report.html", tmp_path / "profile") == 4  # rows, bytes, reasons, languages
 
 
 def test_full_report_with_comparison_renders_every_chart(tmp_path: Path) -> None:
@@ -106,5 +106,6 @@ def test_full_report_with_comparison_renders_every_chart(tmp_path: Path) -> None
     out = tmp_path / "synthetic"
     make_synthetic_output(out)
     write_report(str(out), str(earlier))
-    # rows, bytes, reasons, perplexity en + zh, lengths, cluster sizes, Jaccard, compared reasons
-    assert _check_charts(out / "report.html", tmp_path / "profile") == 9
+    # rows, bytes, reasons, languages, perplexity en + zh, lengths, cluster sizes, Jaccard,
+    # compared reasons
+    assert _check_charts(out / "report.html", tmp_path / "profile") == 10
