@@ -33,3 +33,17 @@ def read_rows(folder: Path) -> list[dict[str, Any]]:
     if not folder.exists():
         return []
     return list(ds.dataset(str(folder), format="parquet").to_table().to_pylist())
+
+
+def sample_web_texts() -> list[str]:
+    """The texts of the bundled sample's web documents (real Common Crawl pages, with their dirt:
+    lines that are not JSON and non-string texts are passed over, as the reader would exclude them)."""
+    texts = []
+    for line in (SAMPLE / "web.jsonl").read_bytes().decode("utf-8", errors="replace").splitlines():
+        try:
+            text = json.loads(line).get("text")
+        except json.JSONDecodeError:
+            continue
+        if isinstance(text, str):
+            texts.append(text)
+    return texts

@@ -6,14 +6,13 @@ import math
 
 import numpy as np
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 
 from dataclean.errors import ConfigError
-from dataclean.feedback.analyze import analyze
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
 from dataclean.feedback.outliers import find_outliers
 from dataclean.feedback.planted import PlantedRun
+from tests.planted_analysis import analyze_planted
 
 
 def small_run(**overrides):
@@ -26,17 +25,8 @@ def flagged(verdicts):
     return sorted(verdicts.filter(verdicts.column("flagged")).column("sample_id").to_pylist())
 
 
-def run_analysis(tmp_path, run, columns=("lr", "grad_norm", "loss_scale"), steps=True):
-    pq.write_table(run.losses(), tmp_path / "losses.parquet")
-    step_path = None
-    if steps:
-        pq.write_table(run.step_log(columns), tmp_path / "steps.parquet")
-        step_path = tmp_path / "steps.parquet"
-    return analyze(tmp_path / "losses.parquet", step_path)
-
-
 def test_clean_log_gives_no_false_alarm(tmp_path):
-    analysis = run_analysis(tmp_path, small_run())
+    analysis = analyze_planted(tmp_path, small_run())
     assert flagged(analysis.verdicts) == []
     assert analysis.spikes == []
     assert analysis.quarantine.num_rows == 0
@@ -105,7 +95,7 @@ def only_spike(analysis):
 def test_data_spike_names_the_samples(tmp_path):
     run = small_run()
     planted = run.plant_data_spike(180)
-    analysis = run_analysis(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     spike = only_spike(analysis)
     assert (spike.step, spike.diagnosis) == (180, "data")
     assert sorted(spike.sample_ids) == planted
@@ -118,7 +108,7 @@ def test_data_spike_names_the_samples(tmp_path):
 def test_grad_explosion(tmp_path):
     run = small_run()
     run.plant_grad_explosion(200, climb=60)
-    analysis = run_analysis(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     spike = only_spike(analysis)
     assert spike.diagnosis == "grad_explosion"
     assert any("grad norm rose" in e for e in spike.evidence)
@@ -128,7 +118,7 @@ def test_grad_explosion(tmp_path):
 def test_fp16_overflow(tmp_path):
     run = small_run()
     run.plant_fp16_overflow(220, nan=True)
-    analysis = run_analysis(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     spike = only_spike(analysis)
     assert spike.diagnosis == "fp16_overflow"
     assert any("loss scale fell from 6.554e+04 to 3.277e+04 at step 221" in e for e in spike.evidence)
@@ -138,7 +128,7 @@ def test_fp16_overflow(tmp_path):
 def test_lr_overshoot(tmp_path):
     run = small_run()
     run.plant_lr_overshoot(40)
-    spike = only_spike(run_analysis(tmp_path, run))
+    spike = only_spike(analyze_planted(tmp_path, run))
     assert spike.diagnosis == "lr_overshoot"
     assert any("at its peak" in e for e in spike.evidence)
 
@@ -146,7 +136,7 @@ def test_lr_overshoot(tmp_path):
 def test_single_rank(tmp_path):
     run = small_run()
     on_rank = run.plant_single_rank(160, rank=2)
-    analysis = run_analysis(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     spike = only_spike(analysis)
     assert spike.diagnosis == "single_rank"
     assert sorted(spike.sample_ids) == on_rank
@@ -156,7 +146,7 @@ def test_single_rank(tmp_path):
 def test_step_log_without_grad_norm_or_loss_scale_still_diagnoses(tmp_path):
     run = small_run()
     planted = run.plant_data_spike(180)
-    analysis = run_analysis(tmp_path, run, columns=("lr",))
+    analysis = analyze_planted(tmp_path, run, columns=("lr",))
     spike = only_spike(analysis)
     assert spike.diagnosis == "data" and sorted(spike.sample_ids) == planted
     assert spike.missing == ["grad_norm", "loss_scale"]
@@ -169,7 +159,7 @@ def test_step_log_without_grad_norm_or_loss_scale_still_diagnoses(tmp_path):
 def test_without_a_step_log_spikes_come_from_the_per_sample_log(tmp_path):
     run = small_run()
     planted = run.plant_data_spike(180)
-    analysis = run_analysis(tmp_path, run, steps=False)
+    analysis = analyze_planted(tmp_path, run, steps=False)
     assert analysis.steps_derived
     spike = only_spike(analysis)
     assert spike.diagnosis == "data" and sorted(spike.sample_ids) == planted

@@ -8,23 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 
-from dataclean.feedback.analyze import analyze
 from dataclean.feedback.diagnose import EXCUSED
 from dataclean.feedback.outliers import find_outliers
 from dataclean.feedback.planted import PlantedRun, Score, evaluate, everything_at_once, issue_scenario
 from dataclean.feedback.report import markdown
-
-
-def analyze_run(tmp_path, run, columns=("lr", "grad_norm", "loss_scale"), steps=True):
-    pq.write_table(run.losses(), tmp_path / "losses.parquet")
-    step_path = None
-    if steps:
-        pq.write_table(run.step_log(columns), tmp_path / "steps.parquet")
-        step_path = tmp_path / "steps.parquet"
-    return analyze(tmp_path / "losses.parquet", step_path)
+from tests.planted_analysis import analyze_planted
 
 
 def score(run, analysis) -> Score:
@@ -50,7 +40,7 @@ def assert_done(run, analysis):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_issue_scenario(tmp_path, seed):
     run = issue_scenario(seed)
-    analysis = analyze_run(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     result = assert_done(run, analysis)
     assert result.false_spikes == [] and result.precision == 1.0
     explosion = next(s for s in analysis.spikes if s.diagnosis == "grad_explosion")
@@ -86,7 +76,7 @@ def test_everything_at_once_over_several_epochs_and_ranks(tmp_path):
     run = everything_at_once()
     nan_ids = sorted(set(run.ids[run.sample_index[np.isnan(run.loss)]].tolist()))
     assert len(nan_ids) == 3
-    analysis = analyze_run(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     result = assert_done(run, analysis)
     assert {d for _, d, _ in result.found} == {
         "lr_overshoot",
@@ -106,7 +96,7 @@ def test_lr_overshoot_on_its_own(tmp_path):
     run = PlantedRun(steps=800, samples=5000, warmup=100, seed=3)
     run.plant_outliers(10)
     run.plant_lr_overshoot(130)
-    analysis = analyze_run(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     assert_done(run, analysis)
     spike = next(s for s in analysis.spikes if s.step == 130)
     assert any("at its peak" in e for e in spike.evidence)
@@ -117,7 +107,7 @@ def test_single_rank_on_its_own(tmp_path):
     run = PlantedRun(steps=800, samples=5000, ranks=4, seed=4)
     run.plant_outliers(10)
     on_rank = run.plant_single_rank(500, rank=3)
-    analysis = analyze_run(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     assert_done(run, analysis)
     spike = next(s for s in analysis.spikes if s.step == 500)
     assert sorted(spike.sample_ids) == on_rank
@@ -130,7 +120,7 @@ def test_grad_explosion_from_the_jump_alone(tmp_path):
     """No climb before: the spike step's own grad norm (and the whole batch up) names it."""
     run = PlantedRun(steps=1500, samples=8000, seed=6)
     run.plant_grad_explosion(1200, climb=1, start=1.0, end=1.0, peak=15.0)
-    analysis = analyze_run(tmp_path, run)
+    analysis = analyze_planted(tmp_path, run)
     assert_done(run, analysis)
 
 
@@ -138,7 +128,7 @@ def test_without_grad_norm_lr_or_loss_scale(tmp_path):
     """Only per-sample losses and the step loss: data spikes are still named with their samples,
     and the whole-batch events are not blamed on samples (diagnosis unknown, nothing convicted)."""
     run = issue_scenario()
-    analysis = analyze_run(tmp_path, run, columns=())
+    analysis = analyze_planted(tmp_path, run, columns=())
     by_step = {s.step: s for s in analysis.spikes}
     assert by_step[2500].diagnosis == "data"
     assert sorted(by_step[2500].sample_ids) == run.truth.spikes[-1].sample_ids
@@ -149,7 +139,7 @@ def test_without_grad_norm_lr_or_loss_scale(tmp_path):
 
 def test_without_a_step_log(tmp_path):
     run = issue_scenario()
-    analysis = analyze_run(tmp_path, run, steps=False)
+    analysis = analyze_planted(tmp_path, run, steps=False)
     assert analysis.steps_derived
     result = score(run, analysis)
     assert result.missed == [] and len(result.false_spikes) <= 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import fasttext
@@ -16,6 +15,7 @@ from dataclean.lang import UNKNOWN, bundled_model_path, identify_languages, load
 from dataclean.lang.fasttext import predict, utf8_buffers
 from dataclean.stages.language import IdentifyLanguage
 from pipelines.default import build
+from tests.conftest import sample_web_texts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SAMPLE_WEB = Path(__file__).parent.parent / "dataclean" / "data" / "sample" / "web.jsonl"
@@ -28,18 +28,6 @@ def _udhr() -> list[tuple[str, str]]:
 
 def _lines(name: str) -> list[str]:
     return [line for line in (FIXTURES / "lm" / name).read_text(encoding="utf-8").splitlines() if line]
-
-
-def _web() -> list[str]:
-    texts = []
-    for line in SAMPLE_WEB.read_bytes().decode("utf-8", errors="replace").splitlines():
-        try:
-            text = json.loads(line).get("text")
-        except json.JSONDecodeError:
-            continue
-        if isinstance(text, str):
-            texts.append(text)
-    return texts
 
 
 def _codes(texts: list[str]) -> list[str]:
@@ -99,7 +87,7 @@ def test_mixed_chinese_english_gets_the_language_of_most_letters(chinese_share: 
 def test_kernel_equals_fasttext_predict_on_real_text() -> None:
     """Our fastText loop against fastText's own C++ predict (fasttext-predict) on the same model."""
     reference = fasttext.load_model(str(bundled_model_path()))
-    texts = [text for _, text in _udhr()] + _lines("cmrc2018_heldout_zh.txt")[:40] + _web()
+    texts = [text for _, text in _udhr()] + _lines("cmrc2018_heldout_zh.txt")[:40] + sample_web_texts()
     texts += [
         "",
         "  ",

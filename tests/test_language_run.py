@@ -18,7 +18,7 @@ from dataclean import columns as C
 from dataclean.cli import cli
 from dataclean.lang import bundled_model_path
 from dataclean.lm.train import train_model
-from tests.conftest import read_rows, write_jsonl
+from tests.conftest import read_rows, sample_web_texts, write_jsonl
 
 SAMPLE_WEB = Path(__file__).parent.parent / "dataclean" / "data" / "sample" / "web.jsonl"
 UDHR = Path(__file__).parent / "fixtures" / "lang" / "udhr_article1.tsv"
@@ -31,13 +31,7 @@ def _reference() -> fasttext.FastText._FastText:
 def _spanish_texts(reference: fasttext.FastText._FastText) -> list[str]:
     """Paragraphs of the sample's documents that lid.176 calls Spanish: a tiny model's corpus."""
     texts = []
-    for line in SAMPLE_WEB.read_bytes().decode("utf-8", errors="replace").splitlines():
-        try:
-            text = json.loads(line).get("text")
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(text, str):
-            continue
+    for text in sample_web_texts():
         for paragraph in text.split("\n"):
             (label,), _ = reference.predict(paragraph, k=1)
             if len(paragraph) > 60 and label == "__label__es":
