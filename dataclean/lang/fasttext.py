@@ -35,12 +35,12 @@ from typing import Any
 
 import numba as nb
 import numpy as np
-import pyarrow as pa
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
 from dataclean.lang.model_file import LOSS_HS, FastTextModel, read_model
+from dataclean.text.utf8 import utf8_buffers
 
 __all__ = ["FastTextModel", "Prediction", "hidden_vectors", "predict", "read_model", "utf8_buffers"]
 
@@ -327,17 +327,6 @@ def _softmax_kernel(hiddens: np.ndarray, output: np.ndarray) -> np.ndarray:
 
 
 _LABEL_BYTES = np.frombuffer(_LABEL_PREFIX, np.uint8).copy()
-
-
-def utf8_buffers(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """The UTF-8 data buffer and int64 offsets of a string array (nulls as empty strings)."""
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
-    texts = texts.cast(pa.large_string()).fill_null("")
-    buffers = texts.buffers()
-    offsets = np.frombuffer(buffers[1], np.int64)[texts.offset : texts.offset + len(texts) + 1]
-    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
-    return data, offsets
 
 
 @dataclass

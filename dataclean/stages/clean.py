@@ -150,10 +150,10 @@ class CleanText(Stage):
                 reasons.append("garbage")
             else:
                 reasons.append(None)
-        if self.max_repeat_chars:
-            flags = repetition_flags(cleaned, self.max_repeat_period, self.max_repeat_chars)
-            reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
         text_array = _replaced(table.column(C.TEXT), cleaned, changed)
+        if self.max_repeat_chars:  # on the cleaned Arrow column's bytes, in place
+            flags = repetition_flags(text_array, self.max_repeat_period, self.max_repeat_chars)
+            reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         return with_drops(table, reasons)
