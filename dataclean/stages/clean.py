@@ -77,13 +77,19 @@ def _clean(
         if normalization != "none":
             text = unicodedata.normalize(normalization, text)
         return text, 0, 0
-    garbage = len(_GARBAGE.findall(text))
-    lines = joiners = 0
-    if "\r" in text or "\u2028" in text or "\u2029" in text:
+    # Every character the steps below count, remove or replace is a suspect one, and no step
+    # adds or removes another step's characters: collect the suspects in one scan, count the
+    # garbage among them, and run only the steps whose characters are there.
+    found = "".join(_SUSPECT.findall(text, suspect.start()))
+    garbage = len(_GARBAGE.findall(found))
+    lines = removed = spaces = joiners = 0
+    if "\r" in found or "\u2028" in found or "\u2029" in found:
         text, lines = _LINE_SEPARATORS.subn("\n", text)
-    text, removed = _REMOVE.subn("", text)
-    text, spaces = _SPACES.subn(" ", text)
-    if "\u200c" in text or "\u200d" in text:
+    if _REMOVE.search(found):
+        text, removed = _REMOVE.subn("", text)
+    if _SPACES.search(found):
+        text, spaces = _SPACES.subn(" ", text)
+    if "\u200c" in found or "\u200d" in found:
         text, joiners = _EDGE_JOINERS.subn("", text)
     if normalization != "none":
         text = unicodedata.normalize(normalization, text)
