@@ -34,13 +34,14 @@ import unicodedata
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.stage import Stage, with_drops
-from dataclean.text.mojibake import repair_lines
+from dataclean.text.mojibake import mojibake_pair_flags, repair_lines
 from dataclean.text.repetition import repetition_flags
 
 # Any character that the removal steps may change, or that counts as garbage: the fast-path test.
@@ -64,13 +65,20 @@ Normalization = Literal["none", "NFC", "NFKC"]
 
 
 def _clean(
-    text: str, normalization: Normalization, fix_mojibake: bool, unescape_html: bool
+    text: str,
+    normalization: Normalization,
+    fix_mojibake: bool,
+    unescape_html: bool,
+    may_have_pairs: bool = True,
 ) -> tuple[str, int, int]:
-    """(cleaned text, characters removed or replaced, garbage characters before removal)."""
+    """(cleaned text, characters removed or replaced, garbage characters before removal);
+    `may_have_pairs=False` when `mojibake_pair_flags` found no mojibake pair in `text`."""
     suspect = _SUSPECT.search(text)
     if fix_mojibake or unescape_html:
         # Without suspect characters there is no C1 character for the repair to look for.
-        repaired = repair_lines(text, fix_mojibake, unescape_html, may_have_c1=suspect is not None)
+        repaired = repair_lines(
+            text, fix_mojibake, unescape_html, may_have_c1=suspect is not None, may_have_pairs=may_have_pairs
+        )
         if repaired is not text:
             text, suspect = repaired, _SUSPECT.search(repaired)
     if suspect is None:
@@ -145,8 +153,12 @@ class CleanText(Stage):
         removed: list[int] = []
         reasons: list[str | None] = []
         changed: list[bool] = []
-        for text, bad_bytes in zip(texts, bad, strict=True):
-            new, count, garbage = _clean(text, self.normalization, self.fix_mojibake, self.unescape_html)
+        # One compiled pass over the batch's bytes rules out mojibake pairs in most rows.
+        pairs = mojibake_pair_flags(table.column(C.TEXT)) if self.fix_mojibake else np.zeros(len(texts), bool)
+        for text, bad_bytes, may_have_pairs in zip(texts, bad, pairs.tolist(), strict=True):
+            new, count, garbage = _clean(
+                text, self.normalization, self.fix_mojibake, self.unescape_html, may_have_pairs
+            )
             cleaned.append(new)
             removed.append(count)
             changed.append(new is not text and new != text)
@@ -168,7 +180,7 @@ class CleanText(Stage):
 def _replaced(column: pa.ChunkedArray, cleaned: list[str], changed: list[bool]) -> pa.Array:
     """The text column with the changed rows replaced: most rows are unchanged, and converting
     every Python string back to Arrow would cost more than cleaning them."""
-    original = column.combine_chunks()
+    original = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     if original.type != pa.string():
         original = original.cast(pa.string())
     if not any(changed):

@@ -16,7 +16,10 @@ def utf8_buffers(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndar
     """The UTF-8 data buffer (uint8) and int64 offsets into it of a string array (nulls as
     empty strings): text i is `data[offsets[i]:offsets[i + 1]]`."""
     if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
+        if texts.num_chunks == 1:
+            texts = texts.chunk(0)
+        else:
+            texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
     if texts.null_count:
         texts = texts.fill_null("")
     if pa.types.is_string(texts.type):
