@@ -22,7 +22,10 @@ same characters as one line (fastText C++ 0.9, `Dictionary::getLine` and `Model:
 Why not fastText's own binding: `fasttext-predict` (the inference-only build) labels about 7 MB/s
 per core on the first 2,000 characters of web documents, a per-call and per-n-gram cost (a string
 per n-gram, a hash map per lookup); this loop walks the Arrow buffer once, with no object per
-token. The tests compare its labels and probabilities with fasttext-predict's on real text.
+token. Per n-gram it hashes the bytes, reduces the hash modulo `bucket` with two multiplications
+and finds a pruned bucket's row in a bitmap (`model_file`); a word seen before in the batch (up
+to 32 bytes) reuses the list of rows it added, in the same order, so the float32 sums are the
+same. The tests compare its labels and probabilities with fasttext-predict's on real text.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -45,6 +48,11 @@ from dataclean.text.utf8 import utf8_buffers
 __all__ = ["FastTextModel", "Prediction", "hidden_vectors", "predict", "read_model", "utf8_buffers"]
 
 _LABEL_PREFIX = b"__label__"
+# The per-batch cache of tokens' rows (`_hidden_kernel`): tokens up to this many bytes (words;
+# a run of Chinese is a long token that seldom repeats), slots (a power of 2) and rows it holds.
+_CACHED_BYTES = 32
+_CACHE_SLOTS = 1 << 16
+_CACHE_ROWS = 1 << 19
 _FNV_OFFSET = np.uint32(2166136261)
 
 
@@ -143,6 +151,13 @@ def _hidden_kernel(
     buckets = np.uint64(max(bucket, 1))
     inverse = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets + np.uint64(1)
     one = np.uint64(1)
+    # Tokens of up to _CACHED_BYTES bytes seen before in the batch, by hash: (offset in data,
+    # length, first entry in cached_rows, rows); their rows, in the order they were added.
+    cache = np.full((_CACHE_SLOTS, 4), -1, np.int64)
+    cache_mask = _CACHE_SLOTS - 1
+    cached_rows = np.empty(_CACHE_ROWS, np.int32)
+    filled = 0
+    entries = 0
     for t in range(n):
         end = ends[t]
         hidden = hiddens[t]
@@ -167,6 +182,34 @@ def _hidden_kernel(
                 if is_label:
                     i = j
                     continue
+            # A token seen before: its rows again, in the same order (the same float32 sums).
+            record = False
+            if length <= _CACHED_BYTES:
+                entry = h & cache_mask
+                hit = False
+                while cache[entry, 0] >= 0:
+                    if cache[entry, 1] == length:
+                        at = cache[entry, 0]
+                        hit = True
+                        for k in range(length):
+                            if data[at + k] != data[i + k]:
+                                hit = False
+                                break
+                        if hit:
+                            break
+                    entry = (entry + 1) & cache_mask
+                if hit:
+                    first = cache[entry, 2]
+                    for e in range(first, first + cache[entry, 3]):
+                        row = cached_rows[e]
+                        for d in range(dim):
+                            hidden[d] += rows[row, d]
+                    count += cache[entry, 3]
+                    i = j
+                    continue
+                # Room for the token's rows: its word, and at most maxn n-grams per character.
+                record = entries * 2 < _CACHE_SLOTS and filled + 1 + maxn * (length + 2) <= _CACHE_ROWS
+                first = filled
             # Vocabulary lookup.
             slot = h & word_mask
             wid = -1
@@ -187,6 +230,9 @@ def _hidden_kernel(
                 for d in range(dim):
                     hidden[d] += rows[wid, d]
                 count += 1
+                if record:
+                    cached_rows[filled] = wid
+                    filled += 1
             # "<token>": "<" is character 0, the token's characters follow, ">" is the last.
             token[0] = np.uint64(60)
             char_starts[0] = 0
@@ -222,6 +268,13 @@ def _hidden_kernel(
                         for d in range(dim):
                             hidden[d] += rows[row, d]
                         count += 1
+                        if record:
+                            cached_rows[filled] = row
+                            filled += 1
+            if record:
+                cache[entry, 0], cache[entry, 1] = i, length
+                cache[entry, 2], cache[entry, 3] = first, filled - first
+                entries += 1
             i = j
         if eos >= 0:
             for d in range(dim):
