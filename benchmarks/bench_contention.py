@@ -7,6 +7,9 @@ shards in two processes at once, and reports each stage's seconds and the slowdo
 the machine itself puts on the speed-up, before any Ray, driver or start-up cost.
 
     python benchmarks/bench_contention.py [--work /tmp/dataclean-scale] [--docs 1000000] [--repeat 3]
+
+Each round measures one shard after the other alone, then both at once; the ceiling of a round
+is the ratio of the two, and rounds are never mixed (median with min-max over rounds).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import corpus as data
 from benchmarks.bench_scale import build_corpus
+from benchmarks.rounds import describe
 
 
 def _stage_seconds(shard: str) -> dict[str, float]:
@@ -64,29 +69,29 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/dataclean-scale")
     parser.add_argument("--docs", type=int, default=1_000_000)
     parser.add_argument("--shards", type=int, default=16)
-    parser.add_argument("--repeat", type=int, default=3, help="fastest of this many, interleaved")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds")
+    data.add_data_argument(parser)
     args = parser.parse_args()
+    data.use_data(args.data, args.generated)
     corpus = Path(args.work) / f"corpus-{args.docs}"
     build_corpus(corpus, args.docs, args.shards)
     first, second = (str(path) for path in sorted(corpus.glob("*.parquet"))[:2])
-    alone: dict[str, float] = {}
-    together: dict[str, float] = {}
-    for _ in range(max(1, args.repeat)):
+    print(f"{'round':6} {'stage':12} {'alone s':>8} {'two at once s':>14} {'slowdown':>9}")
+    ceilings = []
+    for number in range(1, max(1, args.repeat) + 1):
+        alone: dict[str, float] = {}
         for shard in (first, second):
             for name, seconds in _run([shard])[0].items():
-                alone[name] = min(alone.get(name, 1e9), seconds)
+                alone[name] = alone.get(name, 0.0) + seconds
         pair = _run([first, second])
-        for name in pair[0]:
-            # Both processes ran at once: the pair's time is its slower member's.
-            together[name] = min(together.get(name, 1e9), max(result[name] for result in pair))
-    print(f"{'stage':12} {'alone s':>8} {'two at once s':>14} {'slowdown':>9}")
-    for name in alone:
-        print(f"{name:12} {alone[name]:8.2f} {together[name]:14.2f} {together[name] / alone[name] - 1:+9.0%}")
-    total_alone, total_together = sum(alone.values()), sum(together.values())
-    print(
-        f"{'all':12} {total_alone:8.2f} {total_together:14.2f} {total_together / total_alone - 1:+9.0%}"
-        f"  -> two processes do {2 * total_alone / total_together:.2f}x the work of one"
-    )
+        # Both processes ran at once: the pair's time is its slower member's, per stage.
+        together = {name: max(result[name] for result in pair) for name in pair[0]}
+        for name in alone:
+            slowdown = together[name] / (alone[name] / 2) - 1
+            print(f"{number:<6} {name:12} {alone[name]:8.2f} {together[name]:14.2f} {slowdown:+9.0%}")
+        ceilings.append(sum(alone.values()) / max(sum(result.values()) for result in pair))
+        print(f"{number:<6} {'all':12} -> two processes do {ceilings[-1]:.2f}x the work of one")
+    print(f"ceiling, median over {len(ceilings)} round(s): {describe(ceilings, 2, 'x')}")
 
 
 if __name__ == "__main__":

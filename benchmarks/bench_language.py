@@ -16,7 +16,7 @@ reference, lid.176 through fastText's own `predict` on each output row's whole t
 
     python benchmarks/bench_language.py [--data CORPUS.jsonl.gz] [--rounds 3]
 
-(`--data` defaults to the Common Crawl sample of ../shared/data/web.)
+(`--data` defaults to the Common Crawl sample in the reference corpora, `$DATACLEAN_SHARED_DATA/web`.)
 
 Benchmark-only: never imported by tests.
 """

@@ -1,9 +1,9 @@
 """Perplexity scoring speed per core, English and Chinese, against KenLM alone.
 
-    python benchmarks/bench_perplexity.py [--data ../shared/data] [--repeat 3]
+    python benchmarks/bench_perplexity.py [--data PATH] [--repeat 5]
 
 Corpora: WikiText-2 test paragraphs, detokenized (English) and the CMRC2018 paragraphs (Chinese),
-from ../shared/data (or $DATACLEAN_SHARED_DATA). For each language it times, in one process:
+from the reference data folder (`--data`). For each language it times, in one process:
 - the stage: `ScorePerplexity` on an Arrow table (lang column given, as the clean stage adds it);
 - its parts: CCNet normalization alone, normalization + tokenization (one compiled pass, so
   tokenization = the difference), the KenLM query on the tokenized lines, and the rest (Arrow,
@@ -14,18 +14,19 @@ from ../shared/data (or $DATACLEAN_SHARED_DATA). For each language it times, in 
 - datatrove's CCNet perplexity stats step (`CCNetPerplexityStats`, its own normalization and
   per-document scoring) on dataclean's bundled models, if datatrove is installed (see
   benchmarks/datatrove_equivalent.py: its hub download is replaced by the bundled files),
-and prints samples/s, MB/s and stage / reference (the issue's target: at least 0.5). Best of
-`--repeat` interleaved runs, since the machine is shared. Without the reference data, generated
-text stands in. `--json PATH` also writes the comparisons (with peak memory above the input) for
-benchmarks/run_all.py.
+and prints samples/s, MB/s and stage / reference (the target: at least 0.5). Every function is
+called once untimed (warm-up; its peak memory above the input is measured then), then once per
+round for `--repeat` rounds in a rotating order (`benchmarks/rounds.py`): times are medians, and
+the ratios in `--json` are medians of per-round ratios with their min-max. `--generated` uses
+generated text. `--json PATH` also writes the comparisons for benchmarks/run_all.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,47 +39,43 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from train_bundled_lm import wikitext_paragraphs  # noqa: E402
 
-from benchmarks.corpus import SHARED, generated_docs  # noqa: E402
+from benchmarks import corpus as data  # noqa: E402
 from benchmarks.datatrove_equivalent import CCNetPerplexityByLanguage  # noqa: E402
 from benchmarks.measure import Measurement, PeakMemory, comparison, write_json  # noqa: E402
+from benchmarks.rounds import timed_rounds  # noqa: E402
 from dataclean import columns as C  # noqa: E402
 from dataclean.lm.compiled import count_words  # noqa: E402
 from dataclean.stages.perplexity import ScorePerplexity  # noqa: E402
 
 
-def best(
-    repeat: int, fns: dict[str, Callable[[], Any]], memory: dict[str, float] | None = None
-) -> dict[str, float]:
-    """Fastest of `repeat` runs of each function, interleaved so all see the same machine load.
-    `memory`, if given, receives each function's peak memory above its start (MiB, max of runs)."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            with PeakMemory() as peak:
-                started = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - started)
-            if memory is not None and peak.megabytes is not None:
-                memory[name] = max(memory.get(name, 0.0), peak.megabytes)
-    return {name: min(values) for name, values in times.items()}
+def timed(repeat: int, fns: dict[str, Callable[[], Any]], memory: dict[str, float]) -> dict[str, list[float]]:
+    """Seconds of each function per round, after one untimed call of each (warm-up), during
+    which `memory` receives its peak memory above its start (MiB)."""
+    for name, fn in fns.items():
+        with PeakMemory() as peak:
+            fn()
+        if peak.megabytes is not None:
+            memory[name] = peak.megabytes
+    return timed_rounds(fns, repeat, warmup=0)
 
 
-def corpora(data: Path) -> dict[str, list[str]]:
-    if not (data / "en" / "wikitext2").is_dir():  # no reference data: generated text stands in
-        docs = generated_docs(2000)
+def corpora(folder: Path | None) -> dict[str, list[str]]:
+    if folder is None:  # --generated
+        docs = data.generated_docs(2000)
         return {"en": [d for d in docs if d.isascii()], "zh": [d for d in docs if not d.isascii()]}
-    en = wikitext_paragraphs(data / "en" / "wikitext2" / "test.txt")
-    zh_file = data / "zh" / "cmrc2018" / "cmrc2018_contexts_dedup.txt"
+    en = wikitext_paragraphs(folder / "en" / "wikitext2" / "test.txt")
+    zh_file = folder / "zh" / "cmrc2018" / "cmrc2018_contexts_dedup.txt"
     zh = [line for line in zh_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     return {"en": en, "zh": zh}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=SHARED)
-    parser.add_argument("--repeat", type=int, default=7)
+    data.add_data_argument(parser)
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds")
     parser.add_argument("--json", help="also write the comparisons here (for run_all.py)")
     args = parser.parse_args()
+    data.use_data(args.data, args.generated)
 
     stage = ScorePerplexity()
     stage.setup()
@@ -88,8 +85,8 @@ def main() -> None:
     header += f"{'spm encode':>10} (ms) | {'kenlm MB/s':>10} | ratio | {'datatrove MB/s':>14}"
     print(header)
     rows = []
-    source = "reference data" if (args.data / "en" / "wikitext2").is_dir() else "generated text"
-    for lang, texts in corpora(args.data).items():
+    source = "reference data" if data.have_shared() else "generated text"
+    for lang, texts in corpora(data.SHARED if data.have_shared() else None).items():
         line, measured = measure(stage, stage._loaded[lang], lang, texts, args.repeat)
         print(line)
         name = {"en": "WikiText-2 test paragraphs", "zh": "CMRC2018 paragraphs"}[lang]
@@ -132,7 +129,8 @@ def measure(
         if datatrove is not None:
             functions["datatrove"] = datatrove
         memory: dict[str, float] = {}
-        t = best(repeat, functions, memory)
+        rounds = timed(repeat, functions, memory)
+    t = {name: statistics.median(values) for name, values in rounds.items()}
     tokenize = t["normalize+tokenize"] - t["normalize"]
     rest = t["stage"] - t["normalize+tokenize"] - t["query"]
     line = (
@@ -149,7 +147,9 @@ def measure(
         "datatrove": "datatrove CCNetPerplexityStats",
     }
     measured = {
-        key: Measurement(names[key], len(texts), megabytes, t[key], peak_mb=memory.get(key))
+        key: Measurement(
+            names[key], len(texts), megabytes, t[key], peak_mb=memory.get(key), rounds=rounds[key]
+        )
         for key in names
         if key in t
     }

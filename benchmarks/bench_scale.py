@@ -1,27 +1,38 @@
-"""Benchmark the whole default pipeline at scale: 1M+ documents, local vs Ray, 1 vs 2 workers.
+"""The default pipeline at scale: a size curve, and 1 -> 2 workers against the machine's ceiling.
 
-Builds (once, cached) a corpus of short documents made from ../shared/data sentences (English and
-Chinese), with exact and near duplicates mixed in, as Parquet shards; then runs the default
-pipeline in a fresh process per configuration and reports docs/s end to end, peak memory of the
-driver and of the worker processes (sampled), the speed-up from 1 to 2 Ray workers (target
->= 1.7x) and the Ray executor's overhead against the local executor at one worker (target <= 25%).
-Each round also measures the machine's own ceiling on that speed-up (`bench_contention.py`: the
-row-local stages in two processes at once against one, without Ray), and the speed-ups are given
-per round and as their median, beside it.
+    python benchmarks/bench_scale.py [--sizes 100000,300000,1000000,3000000] [--speedup-docs 1000000]
+                                     [--rounds 3] [--data PATH] [--work /tmp/dataclean-scale]
+                                     [--overhead] [--cluster]
 
-    python benchmarks/bench_scale.py [--docs 1000000] [--shards 16] [--work /tmp/dataclean-scale] [--repeat 3]
+Corpora (built once per size, cached): short documents of 1-4 real sentences (English from
+Gutenberg, Chinese from CMRC 2018: the reference data folder, `--data`), 8% exact and 8% near
+copies mixed in, 16 Parquet shards. Every run is `dataclean run` with the default recipe in a
+fresh process, timed from launch to exit; memory and CPU time of the driver and of every Ray
+worker are sampled every 0.5 s.
+
+1. Size curve: the default pipeline (embedded Ray, 2 workers) at each size of `--sizes`: wall
+   seconds, docs/s, driver and largest-worker peak memory, and the growth exponent (the slope of
+   log seconds against log documents, over all sizes and between neighbours: 1.0 is linear).
+2. 1 -> 2 workers at `--speedup-docs`, `--rounds` rounds. A round runs 1 worker, then 2 workers,
+   then measures the machine's own ceiling on the speed-up (`bench_contention.ceiling_round`: the
+   row-local stages over two shards in one process, then in two at once, no Ray). Each round's
+   speed-up is divided by that same round's ceiling: the efficiency (target >= 0.9). Runs of
+   different rounds are never paired; figures are the median with min-max over rounds.
+   `--overhead` adds the local executor at 1 worker to each round (Ray's overhead against it);
+   `--cluster` adds 1 and 2 workers on a Ray head started once by the benchmark (`--address`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
+import math
 import os
 import random
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -32,22 +43,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.corpus import SHARED, generated_docs, have_shared
+from benchmarks import corpus as data
+from benchmarks.rounds import spread
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _sentences() -> list[str]:
-    if not have_shared():
-        return [s for doc in generated_docs(4000) for s in doc.split(". ") if s]
+    if not data.have_shared():
+        return [s for doc in data.generated_docs(4000) for s in doc.split(". ") if s]
     english: list[str] = []
-    for path in sorted((SHARED / "en" / "gutenberg").glob("*.txt")):
+    for path in sorted((data.SHARED / "en" / "gutenberg").glob("*.txt")):
         for line in path.read_text(encoding="utf-8", errors="ignore").splitlines():
             line = re.sub(r" ([,.;:!?'])", r"\1", line).strip()
             if 40 <= len(line) <= 400:
                 english.append(line)
     chinese: list[str] = []
-    for line in (SHARED / "zh" / "cmrc2018" / "cmrc2018_contexts_dedup.txt").read_text().splitlines():
+    for line in (data.SHARED / "zh" / "cmrc2018" / "cmrc2018_contexts_dedup.txt").read_text().splitlines():
         chinese.extend(s + "。" for s in line.split("。") if 15 <= len(s) <= 200)
     return english + chinese
 
@@ -164,11 +176,17 @@ def run_measured(command: list[str], label: str, cluster: bool = False) -> tuple
 
 
 def run_config(
-    corpus: Path, out: Path, executor: str, workers: int, address: str | None = None
+    corpus: Path,
+    out: Path,
+    executor: str,
+    workers: int,
+    address: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One default-pipeline run in a fresh process; returns seconds, rows and memory peaks.
 
-    With `address` the run joins that Ray cluster instead of starting an embedded one."""
+    With `address` the run joins that Ray cluster instead of starting an embedded one; `extra`
+    options go to `dataclean run` as they are (e.g. `--skip split`)."""
     command = [
         sys.executable,
         "-m",
@@ -184,6 +202,7 @@ def run_config(
         "--workers",
         str(workers),
         *(["--address", address] if address else []),
+        *extra,
     ]
     seconds, sampler = run_measured(command, f"{executor}/{workers}", cluster=address is not None)
     stats = json.loads((out / "stats.json").read_text())
@@ -225,95 +244,156 @@ def ray_cluster(cpus: int) -> Iterator[str]:
         subprocess.run([ray, "stop"], capture_output=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=1_000_000)
-    parser.add_argument("--shards", type=int, default=16)
-    parser.add_argument("--work", default="/tmp/dataclean-scale")
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="Run each configuration this many times, interleaved, and keep each one's fastest run "
-        "(this machine is shared: the fastest run is the one least disturbed).",
-    )
-    args = parser.parse_args()
-    work = Path(args.work)
-    corpus = work / f"corpus-{args.docs}"
+def growth(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of log(value) against log(docs): 1.0 is linear growth."""
+    xs = [math.log(docs) for docs, _ in points]
+    ys = [math.log(value) for _, value in points]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread_x = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread_x
+
+
+def corpus_for(work: Path, docs: int, shards: int) -> Path:
+    folder = work / f"corpus-{docs}"
     started = time.perf_counter()
-    build_corpus(corpus, args.docs, args.shards)
-    size = sum(p.stat().st_size for p in corpus.glob("*.parquet")) / 1e6
-    source = SHARED if have_shared() else "generated"
-    built = time.perf_counter() - started
+    build_corpus(folder, docs, shards)
+    size = sum(p.stat().st_size for p in folder.glob("*.parquet")) / 1e6
     print(
-        f"corpus: {args.docs:,} documents in {args.shards} shards, {size:.0f} MB Parquet "
-        f"({source}; built/checked in {built:.0f} s)"
+        f"corpus: {docs:,} documents, {shards} shards, {size:.0f} MB Parquet "
+        f"(built/checked in {time.perf_counter() - started:.0f} s)",
+        flush=True,
     )
-    # (executor, workers, on a running cluster): embedded Ray starts and stops with each run, as
-    # `dataclean run` on one machine does; on a running cluster (`--address`) it does not.
-    configs = [("local", 1, False), ("ray", 1, False), ("ray", 2, False), ("ray", 1, True), ("ray", 2, True)]
+    return folder
+
+
+def _row(result: dict[str, Any]) -> str:
+    return (
+        f"{result['rows_in']:>10,} {result['seconds']:8.1f} {result['rows_in'] / result['seconds']:9,.0f} "
+        f"{result['driver_mb']:9,.0f} {result['worker_mb']:9,.0f} {result['total_mb']:8,.0f}"
+    )
+
+
+def size_curve(work: Path, sizes: list[int], shards: int) -> dict[str, Any]:
+    """The default pipeline (embedded Ray, 2 workers) at each size; the growth exponents."""
+    runs = []
+    print(f"{'docs':>10} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} {'worker MB':>9} {'all MB':>8}")
+    for docs in sizes:
+        corpus = corpus_for(work, docs, shards)
+        result = run_config(corpus, work / "out-curve", "ray", 2)
+        result["load"] = os.getloadavg()[0]
+        runs.append(result)
+        print(_row(result) + f"   (load {result['load']:.1f})", flush=True)
+    points = [(r["rows_in"], r["seconds"]) for r in runs]
+    exponents = {"seconds, all sizes": growth(points)}
+    for (small, t_small), (large, t_large) in itertools.pairwise(points):
+        exponents[f"seconds, {small:,} -> {large:,}"] = math.log(t_large / t_small) / math.log(large / small)
+    exponents["driver MB, all sizes"] = growth([(r["rows_in"], r["driver_mb"]) for r in runs])
+    exponents["worker MB, all sizes"] = growth([(r["rows_in"], r["worker_mb"]) for r in runs])
+    for name, value in exponents.items():
+        print(f"growth exponent, {name}: {value:.2f}")
+    return {"runs": runs, "exponents": exponents}
+
+
+def speedup_rounds(
+    work: Path, docs: int, shards: int, rounds: int, overhead: bool, cluster: bool
+) -> dict[str, Any]:
+    """1 and 2 workers and the machine's ceiling, round by round; never paired across rounds."""
     from benchmarks.bench_contention import ceiling_round
 
+    corpus = corpus_for(work, docs, shards)
     first, second = (str(path) for path in sorted(corpus.glob("*.parquet"))[:2])
-    best: dict[tuple[str, int, bool], dict[str, Any]] = {}
-    # Per round, the speed-ups of that round's runs and the machine's ceiling measured right after:
-    # on a shared machine whose speed drifts, runs of one round are the ones most alike.
-    rounds: list[tuple[float, float, float, float]] = []
-    with ray_cluster(cpus=2) as address:
-        for _ in range(max(1, args.repeat)):
-            seconds: dict[tuple[str, int, bool], float] = {}
-            inside: dict[tuple[str, int, bool], float] = {}
-            for config in configs:
-                executor, workers, cluster = config
-                out = work / f"out-{executor}-{workers}{'-cluster' if cluster else ''}"
-                result = run_config(corpus, out, executor, workers, address if cluster else None)
-                seconds[config] = result["seconds"]
-                inside[config] = result["pipeline_seconds"]
-                if config not in best or result["seconds"] < best[config]["seconds"]:
-                    best[config] = result
-            alone, together = ceiling_round(first, second)
-            rounds.append(
-                (
-                    seconds[configs[1]] / seconds[configs[2]],
-                    seconds[configs[3]] / seconds[configs[4]],
-                    inside[configs[1]] / inside[configs[2]],
-                    alone / together,
+    configs: list[tuple[str, int, bool]] = [("ray", 1, False), ("ray", 2, False)]
+    if overhead:
+        configs.insert(0, ("local", 1, False))
+    if cluster:
+        configs += [("ray", 1, True), ("ray", 2, True)]
+    found: list[dict[str, Any]] = []
+    with contextlib.ExitStack() as stack:
+        address = stack.enter_context(ray_cluster(cpus=2)) if cluster else None
+        for number in range(max(1, rounds)):
+            results: dict[str, dict[str, Any]] = {}
+            for executor, workers, on_cluster in configs:
+                name = f"{executor}{'-cluster' if on_cluster else ''}-{workers}"
+                results[name] = run_config(
+                    corpus, work / f"out-{name}", executor, workers, address if on_cluster else None
                 )
+            alone, together = ceiling_round(first, second)
+            entry: dict[str, Any] = {
+                "load": os.getloadavg()[0],
+                "seconds": {name: r["seconds"] for name, r in results.items()},
+                "kept": sorted({r["kept"] for r in results.values()}),
+                "ceiling": alone / together,
+                "speedup": results["ray-1"]["seconds"] / results["ray-2"]["seconds"],
+                "speedup_inside": results["ray-1"]["pipeline_seconds"] / results["ray-2"]["pipeline_seconds"],
+                "memory": {
+                    name: {k: r[k] for k in ("driver_mb", "worker_mb", "total_mb")}
+                    for name, r in results.items()
+                },
+                "cpu": {name: r["cpu"] for name, r in results.items()},
+            }
+            entry["efficiency"] = entry["speedup"] / entry["ceiling"]
+            if cluster:
+                entry["speedup_cluster"] = (
+                    results["ray-cluster-1"]["seconds"] / results["ray-cluster-2"]["seconds"]
+                )
+            if overhead:
+                entry["ray_overhead"] = results["ray-1"]["seconds"] / results["local-1"]["seconds"] - 1
+            found.append(entry)
+            times = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in entry["seconds"].items())
+            print(
+                f"round {number + 1}: {times}; speed-up {entry['speedup']:.2f}x (inside run_pipeline "
+                f"{entry['speedup_inside']:.2f}x), ceiling {entry['ceiling']:.2f}x, efficiency "
+                f"{entry['efficiency']:.2f} (load {entry['load']:.1f})",
+                flush=True,
             )
-    results = [best[config] for config in configs]
-    kept = {r["kept"] for r in results}
-    print(
-        f"{'executor':14} {'workers':>7} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} "
-        f"{'worker MB':>9} {'all MB':>7}"
-    )
-    for r in results:
+    keys = ["speedup", "speedup_inside", "ceiling", "efficiency"]
+    keys += ["speedup_cluster"] if cluster else []
+    keys += ["ray_overhead"] if overhead else []
+    summary = {key: spread([entry[key] for entry in found]) for key in keys}
+    for key, value in summary.items():
         print(
-            f"{r['executor']:14} {r['workers']:7d} {r['seconds']:8.1f} {r['rows_in'] / r['seconds']:9.0f} "
-            f"{r['driver_mb']:9.0f} {r['worker_mb']:9.0f} {r['total_mb']:7.0f}"
+            f"median over {len(found)} round(s), {key}: {value['median']:.2f} "
+            f"({value['min']:.2f}-{value['max']:.2f})"
         )
-    local, ray1, ray2, cluster1, cluster2 = results
-    print(f"stage seconds (summed over workers), ray x2: {ray2['stages']}")
-    for r in (ray1, ray2):
-        cpu = ", ".join(f"{role} {seconds:.1f}" for role, seconds in r["cpu"].items())
-        print(f"CPU seconds, {r['executor']} x{r['workers']}: {cpu}")
-    print(
-        f"speed-up 1 -> 2 Ray workers (target >= 1.7x): {ray1['seconds'] / ray2['seconds']:.2f}x with "
-        f"embedded Ray started by each run, {cluster1['seconds'] / cluster2['seconds']:.2f}x on a running "
-        "Ray cluster (--address)"
+    print("efficiency = speed-up / the same round's ceiling; target >= 0.9")
+    same = all(len(entry["kept"]) == 1 for entry in found)
+    print(f"same kept rows in every configuration of a round: {same}")
+    return {"docs": docs, "rounds": found, "summary": summary}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes", default="100000,300000,1000000,3000000", help="comma-separated; '' to skip"
     )
-    for number, (embedded, running, pipeline, ceiling) in enumerate(rounds, 1):
-        print(
-            f"round {number}: speed-up 1 -> 2 workers {embedded:.2f}x embedded, {running:.2f}x running "
-            f"cluster, {pipeline:.2f}x inside run_pipeline (embedded, without imports, ray.init and "
-            f"report); ceiling (row-local stages, 2 processes at once vs one, no Ray) {ceiling:.2f}x"
+    parser.add_argument(
+        "--speedup-docs", type=int, default=1_000_000, help="0 to skip the 1 -> 2 workers rounds"
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/dataclean-scale"))
+    parser.add_argument("--overhead", action="store_true", help="also the local executor at 1 worker")
+    parser.add_argument("--cluster", action="store_true", help="also 1 and 2 workers on a running Ray head")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    data.add_data_argument(parser)
+    args = parser.parse_args()
+    data.use_data(args.data, args.generated)
+    sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
+    report: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "command": " ".join(["python", "benchmarks/bench_scale.py", *sys.argv[1:]]),
+        "load_start": os.getloadavg(),
+    }
+    print(f"{report['date']}: {report['command']} (load {report['load_start'][0]:.1f})", flush=True)
+    if sizes:
+        report["curve"] = size_curve(args.work, sizes, args.shards)
+    if args.speedup_docs:
+        report["speedup"] = speedup_rounds(
+            args.work, args.speedup_docs, args.shards, args.rounds, args.overhead, args.cluster
         )
-    embedded, running, pipeline, ceiling = (statistics.median(column) for column in zip(*rounds, strict=True))
-    print(
-        f"median over rounds: {embedded:.2f}x embedded, {running:.2f}x running cluster, {pipeline:.2f}x "
-        f"inside run_pipeline, against a ceiling of {ceiling:.2f}x"
-    )
-    print(f"Ray overhead vs local at 1 worker: {ray1['seconds'] / local['seconds'] - 1:+.0%} (target <= 25%)")
-    print(f"same kept rows on every configuration: {len(kept) == 1} ({kept.pop():,})")
+    report["load_end"] = os.getloadavg()
+    print(f"load average at the end {report['load_end'][0]:.1f}")
+    (args.json or args.work / "scale.json").write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

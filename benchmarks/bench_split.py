@@ -2,8 +2,8 @@
 
 Usage: python benchmarks/bench_split.py [--max-chars 2000] [--repeat 3] [--no-libraries] [--json PATH]
 
-Corpora come from the team's reference data (`$DATACLEAN_SHARED_DATA`, else `../shared/data`
-beside the repository): English = WikiText-2 articles and Project Gutenberg books (both
+Corpora come from the reference corpora folder (`$DATACLEAN_SHARED_DATA`, see
+`benchmarks/corpus.py`): English = WikiText-2 articles and Project Gutenberg books (both
 detokenized) and raw Common Crawl pages; Chinese = CMRC 2018 Wikipedia paragraphs (5 to a
 document) and 红楼梦 chapters. Without that folder, generated text stands in (and the figures say
 so). Every figure is one core, the median of `--repeat` timed rounds (min-max beside it), after

@@ -1,10 +1,20 @@
-"""Benchmark corpora built from ../shared/data (or $DATACLEAN_SHARED_DATA), or generated text.
+"""Benchmark corpora built from the reference data folder, or generated text.
+
+The folder holds real text nobody on the team wrote: `web/*.jsonl.gz` (raw Common Crawl WET
+documents), `en/wikitext2/` (WikiText-2 `valid.txt`, `test.txt`), `en/gutenberg/` (Project
+Gutenberg books), `zh/cmrc2018/` (`cmrc2018_contexts_dedup.txt`, CMRC 2018 Wikipedia paragraphs)
+and `zh/hongloumeng/` (`hongloumeng.txt`). A clone has none: it is given on the command line
+(`--data PATH`, see `add_data_argument`), else $DATACLEAN_SHARED_DATA. A folder that is missing is
+a clear error, never a silent switch to generated text (that takes `--generated`). Read
+`corpus.SHARED` at call time: `use_data` changes it (and the environment, so benchmark
+subprocesses read the same folder).
 
 Benchmarks only: tests never import this module.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -16,19 +26,43 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _shared_data() -> Path:
-    """$DATACLEAN_SHARED_DATA, else ../shared/data beside the repository (or beside the folder of
-    its git worktree); the first candidate when none exists (benchmarks then use generated text)."""
-    if "DATACLEAN_SHARED_DATA" in os.environ:
-        return Path(os.environ["DATACLEAN_SHARED_DATA"])
-    candidates = [ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "data"]
-    return next((path for path in candidates if path.is_dir()), candidates[0])
+    """$DATACLEAN_SHARED_DATA; without it a folder that does not exist (`use_data` then says so)."""
+    return Path(os.environ.get("DATACLEAN_SHARED_DATA") or ROOT / "benchmarks" / "no-reference-data")
 
 
 SHARED = _shared_data()
+GENERATED = os.environ.get("DATACLEAN_BENCH_GENERATED") == "1"  # --generated, here or in a parent
 
 
 def have_shared() -> bool:
-    return (SHARED / "web").is_dir()
+    return not GENERATED and (SHARED / "web").is_dir()
+
+
+def add_data_argument(parser: argparse.ArgumentParser) -> None:
+    """`--data PATH` (the reference data folder) and `--generated` (use generated text)."""
+    parser.add_argument(
+        "--data", type=Path, default=None, help=f"reference data folder (en/, zh/, web/); default {SHARED}"
+    )
+    parser.add_argument("--generated", action="store_true", help="generated text instead of --data")
+
+
+def use_data(path: Path | None, generated: bool = False) -> None:
+    """Point the benchmarks at `path` (or the default folder): a clear error if it is missing."""
+    global SHARED, GENERATED
+    GENERATED = generated
+    if generated:
+        os.environ["DATACLEAN_BENCH_GENERATED"] = "1"
+        return
+    folder = Path(path) if path is not None else SHARED
+    missing = [name for name in ("en", "zh", "web") if not (folder / name).is_dir()]
+    if missing:
+        raise SystemExit(
+            f"--data {folder}: no reference data there (missing {', '.join(missing)}/); give the "
+            "folder with --data PATH, or --generated for generated text"
+        )
+    SHARED = folder
+    os.environ["DATACLEAN_SHARED_DATA"] = str(folder)
+    os.environ["DATACLEAN_BENCH_GENERATED"] = "0"
 
 
 def web_docs() -> list[str]:
@@ -47,7 +81,7 @@ def zh_docs() -> list[str]:
 
 
 def generated_docs(count: int = 2000, seed: int = 0) -> list[str]:
-    """Stand-in text when ../shared/data is absent: mixed English/Chinese word salad."""
+    """Stand-in text for --generated: mixed English/Chinese word salad."""
     rng = random.Random(seed)
     words = [
         "the",

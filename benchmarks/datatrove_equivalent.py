@@ -1,9 +1,9 @@
 """datatrove's equivalent of dataclean's default pipeline, runnable offline: for benchmarks only.
 
-datatrove is a benchmark-only dependency (`pip install datatrove tokenizers tldextract`: its
-import needs `tokenizers`, its stats steps `tldextract`); dataclean never imports it. These
-changes are made here, inside the benchmark only, so that it runs on this machine and does the
-same work as dataclean:
+datatrove is a benchmark-only dependency (`pip install -e .[bench]`: datatrove, tokenizers,
+tldextract; its import needs `tokenizers`, its stats steps `tldextract`); dataclean never imports
+it. These changes are made here, inside the benchmark only, so that it runs on this machine and
+does the same work as dataclean:
 
 - Models. datatrove's CCNet perplexity (`datatrove.utils.perplexity.KenlmModel`) downloads KenLM
   and SentencePiece models from the Hugging Face hub (edugp/kenlm), which is impossible without
@@ -15,12 +15,17 @@ same work as dataclean:
 - Languages. `CCNetPerplexityStats` scores with one model; `CCNetPerplexityByLanguage` keeps one
   `BundledKenlmModel` per language and picks it by the document's `lang` (the corpus's column, as
   CCNet picks a model after language identification).
-- Tokens for MinHash. datatrove's "whitespace" word tokenizer calls spaCy and its xxhash call
-  passes str where xxhash 4 wants bytes; `SplitTokenizer` (str.split) and `xxh64_text` work
-  around both (bench_dedup's datatrove comparison uses them too). `ScriptTokenizer` adds what
-  dataclean's dedup does for unsegmented scripts: a text that is at least 30% Han/Kana/Thai is
-  split into characters, so Chinese documents get character 5-grams on both sides (with str.split
-  alone a Chinese document is one token, has no 5-gram and is never compared).
+- Tokens for MinHash. datatrove's tokenizer for English and Chinese is spaCy's (jieba words for
+  Chinese), which spends most of its MinHash time tokenizing (0.7 MB/s on this machine) and gives
+  Chinese word 5-grams, not the character 5-grams dataclean compares. `ScriptTokenizer` (datatrove
+  accepts any `WordTokenizer`) splits on whitespace, and a text that is at least 30% Han/Kana/Thai
+  into characters, so both tools compare the same shingles: word 5-grams, Chinese character
+  5-grams, after datatrove's own `simplify_text` normalization. Its xxhash call passes str where
+  xxhash 4 wants bytes: `xxh64_text` encodes first.
+- Bands. `MinhashConfig` defaults to 14 buckets x 8 hashes. For the same threshold as dataclean's
+  (0.7) with the same 128 hashes, the buckets are the ones datasketch's `MinHashLSH` optimizer
+  picks for 0.7 with equal weight on false positives and negatives (`BANDS` = 14 x 9): datatrove
+  does not verify candidates, so a recall-weighted choice would cost it precision.
 
 The pipeline (`run`), datatrove's MinHash recipe around dataclean's stages:
   1. ParquetReader -> FTFYFormatter -> ParquetWriter (the repaired text) -> MinhashDedupSignature
@@ -28,9 +33,13 @@ The pipeline (`run`), datatrove's MinHash recipe around dataclean's stages:
   4. ParquetReader (the repaired text) -> MinhashDedupFilter (removed documents to an exclusion
      writer, cluster ids kept) -> CCNetPerplexityByLanguage -> ParquetWriter
 The repaired text is written once in step 1 so that ftfy runs once per document (re-running it in
-step 4 would be slower); MinhashConfig is datatrove's default (14 buckets x 8 hashes, 5-grams).
+step 4 would be slower). It does less than dataclean's default recipe: no sentence split of long
+documents, no perplexity filter, no quarantine (run_all states it next to the row).
 
-    python benchmarks/datatrove_equivalent.py INPUT_FOLDER WORK_FOLDER [--tasks 16] [--workers 2]
+`--dedup-only` runs datatrove's four MinHash stages alone (reader -> signatures; buckets; cluster;
+reader -> filter -> writer, removed documents to an exclusion writer): bench_dedup's comparison.
+
+    python benchmarks/datatrove_equivalent.py INPUT WORK [--tasks 16] [--workers 2] [--dedup-only]
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 from dataclean import columns as C  # noqa: E402
 
 BUNDLED = ROOT / "dataclean" / "data" / "lm"
+BANDS = (14, 9)  # datasketch MinHashLSH._optimal_param(0.7, 128, 0.5, 0.5): buckets x hashes per bucket
 _UNSEGMENTED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}]")
 
 try:  # benchmark-only dependency
@@ -173,7 +183,6 @@ def _step_seconds(stats: Any) -> dict[str, float]:
 
 def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
     """The datatrove pipeline over `source`'s Parquet shards; outputs under `work`."""
-    from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup import (
         MinhashDedupBuckets,
         MinhashDedupCluster,
@@ -186,7 +195,7 @@ def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
     from datatrove.pipeline.writers import ParquetWriter
 
     shutil.rmtree(work, ignore_errors=True)
-    config = MinhashConfig()
+    config = MinhashConfig(num_buckets=BANDS[0], hashes_per_bucket=BANDS[1])
     signer = MinhashDedupSignature(str(work / "sigs"), config=config, language=ScriptTokenizer())
     signer._hash_func = xxh64_text
     repaired = str(work / "repaired")
@@ -216,6 +225,13 @@ def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
             tasks,
         ),
     ]
+    return _execute(stages, work, workers)
+
+
+def _execute(stages: list[tuple[list[Any], int]], work: Path, workers: int) -> dict[str, Any]:
+    """Each (pipeline, tasks) on a LocalPipelineExecutor in turn; its seconds and step seconds."""
+    from datatrove.executor import LocalPipelineExecutor
+
     stage_seconds, steps = [], {}
     for number, (pipeline, count) in enumerate(stages):
         started = time.perf_counter()
@@ -230,6 +246,44 @@ def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
         for name, seconds in _step_seconds(stats).items():
             steps[f"{number + 1}: {name}"] = round(seconds, 2)
     return {"stage_seconds": stage_seconds, "step_seconds": steps}
+
+
+def dedup_only(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
+    """datatrove's four MinHash stages alone over `source`: kept rows to out/, removed to removed/."""
+    from datatrove.pipeline.dedup import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.pipeline.readers import ParquetReader
+    from datatrove.pipeline.writers import ParquetWriter
+
+    shutil.rmtree(work, ignore_errors=True)
+    config = MinhashConfig(num_buckets=BANDS[0], hashes_per_bucket=BANDS[1])
+    signer = MinhashDedupSignature(str(work / "sigs"), config=config, language=ScriptTokenizer())
+    signer._hash_func = xxh64_text
+
+    def reader() -> Any:
+        return ParquetReader(str(source), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT)
+
+    stages = [
+        ([reader(), signer], tasks),
+        ([MinhashDedupBuckets(str(work / "sigs"), str(work / "buckets"), config=config)], config.num_buckets),
+        ([MinhashDedupCluster(str(work / "buckets"), str(work / "remove"), config=config)], 1),
+        (
+            [
+                reader(),
+                MinhashDedupFilter(
+                    str(work / "remove"), exclusion_writer=ParquetWriter(str(work / "removed"))
+                ),
+                ParquetWriter(str(work / "out")),
+            ],
+            tasks,
+        ),
+    ]
+    return _execute(stages, work, workers)
 
 
 def _read_documents(folder: Path) -> pa.Table:
@@ -271,9 +325,11 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the timings here")
+    parser.add_argument("--dedup-only", action="store_true", help="datatrove's four MinHash stages alone")
     args = parser.parse_args()
     started = time.perf_counter()
-    result = run(args.source, args.work, args.tasks, args.workers)
+    runner = dedup_only if args.dedup_only else run
+    result = runner(args.source, args.work, args.tasks, args.workers)
     result["seconds"] = round(time.perf_counter() - started, 2)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

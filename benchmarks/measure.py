@@ -2,7 +2,9 @@
 
 `Measurement` is one implementation on one input (docs, MB, seconds, cores, peak memory);
 `comparison` pairs dataclean's measurement with a reference measured in the same run on the same
-input; `write_json` saves a benchmark's comparisons for `benchmarks/run_all.py` (`--json PATH`).
+input (with `rounds`, the seconds of each round, its ratio is the median of the per-round ratios,
+with their min-max: never a ratio of two different rounds, see `benchmarks/rounds.py`);
+`write_json` saves a benchmark's comparisons for `benchmarks/run_all.py` (`--json PATH`).
 
 `PeakMemory` measures, in this process, the resident memory a block needs above what the process
 held when the block began (the input it was handed is already counted there): a thread samples
@@ -20,6 +22,7 @@ import ctypes
 import gc
 import json
 import os
+import statistics
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -83,7 +86,10 @@ class PeakMemory:
 
 @dataclass
 class Measurement:
-    """One implementation on one input. Rates are per core: work / (seconds x cores)."""
+    """One implementation on one input. Rates are per core: work / (seconds x cores).
+
+    `rounds`: the seconds of each timed round, when there were several (`seconds` is then their
+    median)."""
 
     implementation: str
     docs: int
@@ -92,6 +98,7 @@ class Measurement:
     cores: int = 1
     peak_mb: float | None = None
     peak_note: str = "above input"
+    rounds: list[float] | None = None
 
     @property
     def mb_per_core_second(self) -> float:
@@ -103,14 +110,24 @@ class Measurement:
 
 
 def comparison(step: str, corpus: str, ours: Measurement, reference: Measurement) -> dict[str, Any]:
-    """A table row: dataclean and a reference on the same input; the ratio is speed per core."""
-    return {
+    """A table row: dataclean and a reference on the same input; the ratio is speed per core.
+
+    When both were timed in the same rounds, the ratio is the median of the per-round ratios and
+    `ratio_min`/`ratio_max` their range."""
+    row = {
         "step": step,
         "corpus": corpus,
         "dataclean": asdict(ours),
         "reference": asdict(reference),
         "ratio": ours.mb_per_core_second / reference.mb_per_core_second,
     }
+    if ours.rounds and reference.rounds and len(ours.rounds) == len(reference.rounds):
+        scale = (ours.megabytes / ours.cores) / (reference.megabytes / reference.cores)
+        ratios = sorted(
+            scale * theirs / mine for mine, theirs in zip(ours.rounds, reference.rounds, strict=True)
+        )
+        row.update(ratio=statistics.median(ratios), ratio_min=ratios[0], ratio_max=ratios[-1])
+    return row
 
 
 def write_json(path: str | Path, rows: list[dict[str, Any]], **extra: Any) -> None:

@@ -1,29 +1,41 @@
 """Every benchmark in one command, and one table: dataclean against the field's tools.
 
-    python benchmarks/run_all.py [--quick] [--docs 100000] [--work /tmp/dataclean-run-all]
+    python benchmarks/run_all.py [--quick] [--docs 100000] [--runs 3] [--data PATH]
+                                 [--work /tmp/dataclean-run-all]
 
-Each dataclean figure sits next to a reference measured in the same run on the same input, since
-absolute speeds drift on a shared machine: the ratios are the headline. Rates are per core:
-MB (UTF-8 text) / (seconds x cores).
+Each dataclean figure sits next to a reference measured in the same round on the same input, with
+the same warm-up and repetitions (`benchmarks/rounds.py`): figures are medians over rounds, and a
+ratio is the median of the per-round ratios with their min-max, never a ratio of two rounds.
+Rates are per core: MB (UTF-8 text) / (seconds x cores).
 
-1. The default pipeline end to end on bench_dedup's labeled corpus (real sentences from
-   ../shared/data, or generated text without it; near and exact copies mixed in): `dataclean run`
-   (Ray, 2 workers) against datatrove's equivalent pipeline (benchmarks/datatrove_equivalent.py:
-   reader -> FTFYFormatter -> 4-stage MinHash dedup -> CCNet perplexity stats -> writer,
-   LocalPipelineExecutor, 2 workers), each in a fresh process timed from start to exit, the
-   memory of all its processes sampled every 0.5 s (bench_scale.run_measured). Both tools' stage
-   rows come from their own per-step timings of that run (seconds summed over workers). Their
-   dedup decisions are scored with bench_dedup's precision/recall against exact Jaccard.
-2. Stage benchmarks, one core: bench_clean.py (CleanText against ftfy.fix_text on every document
-   and datatrove's FTFYFormatter), bench_split.py (sentence splitting against pysbd and other
-   PyPI splitters), bench_perplexity.py (against KenLM alone and datatrove's CCNet stats), each
-   run with --json in its own process; and dedup signatures (bench_dedup.signature_speed: ours
-   against datasketch's per-document MinHash loop) on the labeled corpus. Peak memory there is
-   what the implementation needed above its input (benchmarks/measure.py).
+1. Pipelines on bench_dedup's labeled corpus (real sentences from the reference data folder, near
+   and exact copies mixed in), each in a fresh process timed from start to exit (both cold), the
+   memory of all its processes sampled every 0.5 s (bench_scale.run_measured), `--runs` rounds in
+   a rotating order, 2 workers:
+   - `dataclean run` with its default recipe (Ray): it does more than the datatrove side (it also
+     labels languages, splits long documents, filters by perplexity, applies the quarantine list);
+   - `dataclean run --skip language,split,perplexity_filter,quarantine`: the stages the datatrove
+     side has (clean, dedup, perplexity; the corpus's lang column), though the clean stages
+     differ in what they do: CleanText repairs the mojibake it detects, strips controls, drops
+     empty rows; FTFYFormatter runs ftfy.fix_text on every document;
+   - datatrove's equivalent (benchmarks/datatrove_equivalent.py: reader -> FTFYFormatter -> 4-stage
+     MinHash dedup -> CCNet perplexity stats -> writer, LocalPipelineExecutor).
+   The "pipeline:" rows compare each tool's own per-step seconds in the same round (summed over
+   workers; dataclean's dedup includes writing its summaries, as datatrove's stage 1 includes
+   writing its signatures).
+2. Dedup alone (bench_dedup.compare): `dataclean run --only dedup` against datatrove's four MinHash
+   stages, both cold in fresh processes.
+3. Dedup quality of both tools in 1 and 2, against one truth written apart from dataclean
+   (benchmarks/reference_dedup.py: exact Jaccard of all pairs of 5-gram shingle sets): duplicate
+   pairs left in the output, and rows dropped with no kept row at J >= 0.7.
+4. Stage benchmarks, one core, each in its own process with --json: bench_signatures.py (MinHash
+   against datasketch and rensa), bench_clean.py, bench_split.py, bench_perplexity.py; what each
+   prints (agreement, repair quality, where the time goes) is kept in WORK/<script>.txt.
 
-Default size: about 15 minutes on 2 shared cores; --quick: about 2 minutes. Results also go to
-WORK/report.json. Benchmark-only dependencies: datatrove, tokenizers, tldextract (datatrove rows),
-pysbd, sentencex, blingfire (split rows); each row is skipped when its library is missing.
+Default size: about 30 minutes on 2 shared cores; --quick: a few minutes. Results also go to
+WORK/report.json. Benchmark-only dependencies (`pip install -e .[bench]`): datatrove, tokenizers,
+tldextract (datatrove rows), rensa (signature rows), pysbd, sentencex, blingfire (split rows); a
+row whose library is missing is skipped.
 """
 
 from __future__ import annotations
@@ -33,30 +45,28 @@ import importlib.util
 import json
 import os
 import platform
-import random
+import statistics
 import subprocess
 import sys
 import time
-from datetime import date
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import bench_dedup  # noqa: E402
+from benchmarks import bench_dedup, reference_dedup  # noqa: E402
+from benchmarks import corpus as data  # noqa: E402
 from benchmarks.bench_scale import run_config, run_measured  # noqa: E402
-from benchmarks.corpus import SHARED, have_shared  # noqa: E402
-from benchmarks.datatrove_equivalent import decisions  # noqa: E402
 from benchmarks.measure import Measurement, comparison  # noqa: E402
-from dataclean import columns as C  # noqa: E402
 
 WORKERS = 2
-THRESHOLD = 0.7  # dataclean's default near-duplicate threshold: the pairs that count as duplicates
+THRESHOLD = bench_dedup.THRESHOLD
+SAME_STAGES = ("--skip", "language,split,perplexity_filter,quarantine")
 
 
 def machine() -> str:
@@ -75,11 +85,10 @@ def load() -> float:
 # ---------------------------------------------------------------- the pipelines
 
 
-def dataclean_pipeline(corpus: Path, work: Path) -> dict[str, Any]:
-    """`dataclean run` (default recipe, Ray, 2 workers) in a fresh process; stats and memory."""
-    out = work / "dataclean"
+def dataclean_pipeline(corpus: Path, out: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`dataclean run` (Ray, 2 workers) in a fresh process; its stats and memory."""
     before = load()
-    run = run_config(corpus, out, "ray", WORKERS)
+    run = run_config(corpus, out, "ray", WORKERS, extra=extra)
     stats = json.loads((out / "stats.json").read_text())
     total_mib = run["total_mb"] * 1e6 / 2**20
     return {**run, "total_mib": total_mib, "load_before": before, "load_after": load(), "stats": stats}
@@ -104,7 +113,7 @@ def datatrove_pipeline(corpus: Path, work: Path, tasks: int) -> dict[str, Any]:
     seconds, memory = run_measured(command, "datatrove pipeline")
     return {
         **json.loads(result.read_text()),
-        "wall_seconds": seconds,
+        "seconds": seconds,
         "total_mib": memory.total / 2**20,
         "driver_mib": memory.driver / 2**20,
         "largest_child_mib": memory.largest_child / 2**20,
@@ -113,114 +122,180 @@ def datatrove_pipeline(corpus: Path, work: Path, tasks: int) -> dict[str, Any]:
     }
 
 
-def dataclean_decisions(out: Path, folder: Path) -> None:
-    """dataclean's output as bench_dedup.precision_recall reads it: one row per input document
-    (`parent_id`), in `excluded/` when dedup dropped it, in `data/` otherwise."""
-    columns = [C.PARENT_ID, C.DUP_CLUSTER]
-    kept = pq.read_table(out / "data", columns=columns)
-    if any((out / "excluded").glob("*.parquet")):
-        excluded = pq.read_table(out / "excluded", columns=[*columns, C.STAGE])
-    else:
-        excluded = kept.slice(0, 0).append_column(C.STAGE, pa.array([], pa.string()))
-    by_dedup = pc.equal(excluded.column(C.STAGE), "dedup")
-    other = excluded.filter(pc.invert(by_dedup)).select(columns)
-    for sub, table in (("data", pa.concat_tables([kept, other])), ("excluded", excluded.filter(by_dedup))):
-        (folder / sub).mkdir(parents=True, exist_ok=True)
-        rows = table.group_by(columns).aggregate([]).rename_columns([C.ID, C.DUP_CLUSTER])
-        pq.write_table(rows, folder / sub / "decisions.parquet")
+PIPELINES = ("dataclean default", "dataclean same stages", "datatrove")
 
 
-def dedup_quality(corpus: Path, outputs: dict[str, Path]) -> dict[str, dict[str, Any]]:
-    """bench_dedup's precision/recall of each tool's decisions at the same threshold."""
-    shards = sorted(corpus.glob("*.parquet"))
-    table = pa.concat_tables(pq.read_table(path) for path in shards)
-    labels = pq.read_table(corpus.parent / "labels.parquet")
-    pairs = bench_dedup.evaluation_pairs(table, labels, random.Random(1))
-    ids = table.column(C.ID).to_pylist()
-    truth = bench_dedup.TrueJaccard(
-        dict(zip(ids, table.column(C.TEXT).to_pylist(), strict=True)),
-        dict(zip(ids, table.column(C.LANG).to_pylist(), strict=True)),
-    )
-    jaccards = {pair: truth(*pair) for pair in pairs}
-    return {
-        tool: bench_dedup.precision_recall(str(folder), pairs, truth, jaccards, THRESHOLD)
-        for tool, folder in outputs.items()
-    }
+def run_pipelines(corpus: Path, work: Path, runs: int, tasks: int) -> dict[str, list[dict[str, Any]]]:
+    """Each pipeline once per round, `runs` rounds, the order rotated every round."""
+    found: dict[str, list[dict[str, Any]]] = {name: [] for name in PIPELINES}
+    for number in range(max(1, runs)):
+        shift = number % len(PIPELINES)
+        for name in PIPELINES[shift:] + PIPELINES[:shift]:
+            if name == "datatrove":
+                found[name].append(datatrove_pipeline(corpus, work, tasks))
+            elif name == "dataclean default":
+                found[name].append(dataclean_pipeline(corpus, work / "dataclean"))
+            else:
+                found[name].append(dataclean_pipeline(corpus, work / "dataclean-same", SAME_STAGES))
+            print(
+                f"  round {number + 1}: {name} {found[name][-1]['seconds']:.1f} s (load {load()})", flush=True
+            )
+    return found
+
+
+def _text_megabytes(folder: Path) -> float:
+    total = 0
+    for path in folder.glob("*.parquet"):
+        column = pq.read_table(path, columns=["text"]).column("text")
+        total += pc.sum(pc.binary_length(column)).as_py() or 0
+    return total / 1e6
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
 
 
 def pipeline_rows(
-    corpus_note: str, ours: dict[str, Any], theirs: dict[str, Any], theirs_out_mb: float
+    note: str, runs: dict[str, list[dict[str, Any]]], docs: int, megabytes: float, theirs_out_mb: float
 ) -> list[dict[str, Any]]:
-    """End to end (wall, both cores) and each tool's own per-stage seconds for the same run."""
-    stats = ours["stats"]
-    stages = {stage["stage"]: stage for stage in stats["stages"]}
-    docs, megabytes = stats["totals"]["rows_in"], stats["totals"]["bytes_in"] / 1e6
-    end_to_end = comparison(
-        "default pipeline end to end",
-        corpus_note,
-        Measurement(
-            "dataclean run (Ray, 2 workers)",
-            docs,
-            megabytes,
-            ours["seconds"],
-            WORKERS,
-            ours["total_mib"],
-            "all processes",
-        ),
-        Measurement(
-            "datatrove pipeline (2 workers)",
-            docs,
-            megabytes,
-            theirs["wall_seconds"],
-            WORKERS,
-            theirs["total_mib"],
-            "all processes",
-        ),
-    )
-    steps = theirs["step_seconds"]
+    """End to end (wall, both cores) and each tool's own per-stage seconds, round by round."""
+    theirs = runs["datatrove"]
 
-    def step(*needles: str) -> float:
-        return float(
-            sum(seconds for name, seconds in steps.items() if any(needle in name for needle in needles))
+    def whole(name: str, label: str) -> Measurement:
+        found = runs[name]
+        seconds = [run["seconds"] for run in found]
+        return Measurement(
+            label,
+            docs,
+            megabytes,
+            statistics.median(seconds),
+            WORKERS,
+            _median([run["total_mib"] for run in found]),
+            "all processes",
+            seconds,
         )
+
+    reference = whole("datatrove", "datatrove pipeline (2 workers)")
+    rows = [
+        comparison(
+            "default pipeline end to end",
+            f"{note}; dataclean also labels languages, splits, filters by perplexity, applies quarantine",
+            whole("dataclean default", "dataclean run, default recipe (Ray, 2 workers)"),
+            reference,
+        ),
+        comparison(
+            "same stages end to end",
+            f"{note}; clean, dedup, perplexity on both sides (their clean steps differ)",
+            whole(
+                "dataclean same stages", "dataclean run --skip language,split,perplexity_filter,quarantine"
+            ),
+            reference,
+        ),
+    ]
+    ours = runs["dataclean same stages"]
+
+    def step(run: dict[str, Any], *needles: str) -> float:
+        steps = run["step_seconds"]
+        return float(sum(sec for name, sec in steps.items() if any(needle in name for needle in needles)))
 
     def stage(name: str, label: str) -> Measurement:
         # A barrier's fit is driver wall time while its tasks may keep every worker busy: counted
         # as all workers busy, an upper bound on its core-seconds.
-        found = stages[name]
-        seconds = found["seconds"] + found.get("fit_seconds", 0.0) * (WORKERS - 1)
-        return Measurement(label, found["rows_in"], found["bytes_in"] / 1e6, seconds)
+        per_round = []
+        for run in ours:
+            found = next(s for s in run["stats"]["stages"] if s["stage"] == name)
+            per_round.append(found["seconds"] + found.get("fit_seconds", 0.0) * (WORKERS - 1))
+        found = next(s for s in ours[-1]["stats"]["stages"] if s["stage"] == name)
+        return Measurement(
+            label, found["rows_in"], found["bytes_in"] / 1e6, statistics.median(per_round), rounds=per_round
+        )
 
-    rows = [
+    def theirs_step(label: str, docs_in: int, mb_in: float, *needles: str) -> Measurement:
+        per_round = [step(run, *needles) for run in theirs]
+        return Measurement(label, docs_in, mb_in, statistics.median(per_round), rounds=per_round)
+
+    same_round = "same rounds: seconds summed over workers"
+    rows += [
         comparison(
             "pipeline: clean",
-            "same run: seconds summed over workers",
+            same_round,
             stage("clean", "CleanText"),
-            Measurement("FTFYFormatter", docs, megabytes, step("FTFY")),
+            theirs_step("FTFYFormatter", docs, megabytes, "FTFY"),
         ),
         comparison(
             "pipeline: dedup",
-            "same run: seconds summed over workers",
-            stage("dedup", "DropDuplicates (observe, fit x 2 workers, apply)"),
-            Measurement("MinHash stages 1-4", docs, megabytes, step("MinHash stage")),
+            same_round,
+            stage("dedup", "DropDuplicates (observe + summaries, fit x 2 workers, apply)"),
+            theirs_step("MinHash stages 1-4 (with signature files)", docs, megabytes, "MinHash stage"),
         ),
         comparison(
             "pipeline: perplexity",
-            "same run: seconds summed over workers",
-            stage("perplexity", "ScorePerplexity (after split)"),
-            Measurement("CCNet perplexity stats", theirs["kept"], theirs_out_mb, step("perplexity")),
+            same_round,
+            stage("perplexity", "ScorePerplexity"),
+            theirs_step("CCNet perplexity stats", theirs[-1]["kept"], theirs_out_mb, "perplexity"),
         ),
     ]
-    return [end_to_end, *rows]
+    return rows
+
+
+def compare_pipelines(
+    corpus: Path, work: Path, runs: int, shards: int, note: str, known: Any
+) -> dict[str, Any]:
+    """The pipeline rows, both tools' dedup quality (last round) and the runs' details."""
+    found = run_pipelines(corpus, work, runs, shards)
+    ids, pairs, _ = known
+    theirs = found["datatrove"][-1]
+    kept, removed = bench_dedup.datatrove_decisions(work / "datatrove")
+    theirs["kept"] = len(kept)
+    quality = {
+        "dataclean": reference_dedup.score(
+            ids, pairs, *bench_dedup.dataclean_decisions(work / "dataclean-same")
+        ),
+        "datatrove": reference_dedup.score(ids, pairs, kept, removed),
+    }
+    megabytes = _text_megabytes(corpus)
+    rows = pipeline_rows(note, found, len(ids), megabytes, _text_megabytes(work / "datatrove" / "out"))
+    details = {
+        name: [{k: v for k, v in run.items() if k != "stats"} for run in runs_]
+        for name, runs_ in found.items()
+    }
+    return {"rows": rows, "quality": quality, "pipelines": details}
+
+
+def dedup_rows(corpus: Path, work: Path, runs: int, shards: int, note: str, known: Any) -> dict[str, Any]:
+    """bench_dedup.compare: dedup alone, both tools cold; one row and both tools' quality."""
+    result = bench_dedup.compare(corpus, work / "dedup", runs, shards, known)
+    ids = known[0]
+    megabytes = _text_megabytes(corpus)
+
+    def measured(tool: str, label: str) -> Measurement:
+        seconds = [run["seconds"] for run in result["rounds"][tool]]
+        memory = _median([run["total_mib"] for run in result["rounds"][tool]])
+        return Measurement(
+            label, len(ids), megabytes, statistics.median(seconds), WORKERS, memory, "all processes", seconds
+        )
+
+    row = comparison(
+        "dedup alone, cold, 2 workers",
+        f"{note}; threshold 0.7, kept and removed rows written",
+        measured("dataclean", "dataclean run --only dedup (Ray)"),
+        measured("datatrove", "datatrove MinHash stages 1-4, 14x9 bands"),
+    )
+    return {"row": row, "quality": result["quality"], "details": result}
 
 
 # ---------------------------------------------------------------- the stage benchmarks
 
 
 def stage_benchmarks(work: Path, quick: bool) -> list[dict[str, Any]]:
-    """bench_clean, bench_split and bench_perplexity, each in its own process with --json."""
+    """bench_signatures, bench_clean, bench_split and bench_perplexity, each in its own process."""
     runs = {
-        "bench_clean.py": ["--repeat", "1" if quick else "4"],
+        "bench_signatures.py": [
+            *("--rounds", "1" if quick else "5", "--docs", "2000" if quick else "5000"),
+            *("--work", str(work)),
+        ],
+        "bench_clean.py": ["--repeat", "1" if quick else "4", "--rounds", "1" if quick else "5"],
         "bench_split.py": ["--repeat", "1" if quick else "3"],
         "bench_perplexity.py": ["--repeat", "1" if quick else "5"],
     }
@@ -228,40 +303,13 @@ def stage_benchmarks(work: Path, quick: bool) -> list[dict[str, Any]]:
     for script, options in runs.items():
         result = work / script.replace(".py", ".json")
         command = [sys.executable, str(ROOT / "benchmarks" / script), *options, "--json", str(result)]
-        print(f"  {script} {' '.join(options)}", flush=True)
+        print(f"  {script} {' '.join(options)} (load {load()})", flush=True)
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{script} failed:\n{done.stderr[-3000:]}")
+        (work / script.replace(".py", ".txt")).write_text(done.stdout)  # its own report, same run
         rows += json.loads(result.read_text())["rows"]
     return rows
-
-
-def signature_rows(corpus: Path, docs: int) -> list[dict[str, Any]]:
-    """bench_dedup's signature speed: ours from raw text against datasketch's per-document loop."""
-    table = pa.concat_tables(pq.read_table(path) for path in sorted(corpus.glob("*.parquet"))).slice(0, docs)
-    speed = bench_dedup.signature_speed(table.column(C.TEXT).to_pylist(), table.column(C.LANG).to_pylist())
-    docs = int(speed["docs"])
-    note = f"{docs:,} docs, {speed['MB']} MB of the labeled corpus"
-    return [
-        comparison(
-            "dedup signatures",
-            note,
-            Measurement(
-                "MinHash from raw text, 128 permutations",
-                docs,
-                speed["MB"],
-                speed["ours_seconds"],
-                peak_mb=speed["ours_peak_MB"],
-            ),
-            Measurement(
-                "datasketch per-document MinHash (xxh32, shingles pre-built)",
-                docs,
-                speed["MB"],
-                speed["datasketch_seconds"],
-                peak_mb=speed["datasketch_peak_MB"],
-            ),
-        )
-    ]
 
 
 # ---------------------------------------------------------------- the table
@@ -288,18 +336,48 @@ HEADER = (
     "MB/s/core",
     "docs/s/core",
     "peak MB",
-    "dataclean / reference",
+    "dataclean / reference, median (min-max)",
 )
 
 
 def _ratio(value: float) -> str:
-    return f"**{value:.0f}x**" if value >= 20 else f"**{value:.1f}x**" if value >= 2 else f"**{value:.2f}x**"
+    return f"{value:.0f}x" if value >= 20 else f"{value:.1f}x" if value >= 2 else f"{value:.2f}x"
 
 
-def table(rows: list[dict[str, Any]], quality: dict[str, dict[str, Any]]) -> str:
-    """The markdown table: one row per comparison (speed per core), then the pipelines' dedup
-    quality on the same run (precision: dropped rows within the threshold of the row their
-    cluster kept; recall: duplicate pairs that end in one cluster)."""
+def _ratio_cell(row: dict[str, Any]) -> str:
+    cell = f"**{_ratio(row['ratio'])}**"
+    if "ratio_min" in row and row["ratio_min"] != row["ratio_max"]:
+        cell += f" ({_ratio(row['ratio_min'])}-{_ratio(row['ratio_max'])})"
+    return cell
+
+
+def quality_table(qualities: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """Both tools' dedup decisions against reference_dedup, one line per tool and run."""
+    header = (
+        "run",
+        "tool",
+        "pairs at J >= 0.7 (truth)",
+        "rows dropped",
+        "duplicate pairs left in the output",
+        "rows dropped with no kept row at J >= 0.7",
+    )
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for run, quality in qualities.items():
+        for tool, found in quality.items():
+            cells = [
+                run,
+                tool,
+                f"{found['true_pairs']:,}",
+                f"{found['dropped']:,}",
+                f"{found['pairs_left']:,} ({found['pairs_left_share']:.2%})",
+                f"{found['false_drops']:,} ({found['false_drop_share']:.2%} of dropped)",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The markdown table: one row per comparison (speed per core)."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for row in rows:
         ours, theirs = Measurement(**row["dataclean"]), Measurement(**row["reference"])
@@ -311,106 +389,78 @@ def table(rows: list[dict[str, Any]], quality: dict[str, dict[str, Any]]) -> str
                 _number(measured.docs_per_core_second),
                 _memory(measured.peak_mb),
             ]
-        lines.append("| " + " | ".join([*cells, _ratio(row["ratio"])]) + " |")
-    if quality:
-        ours_found, theirs_found = quality["dataclean"], quality["datatrove"]
-        cells = [
-            f"dedup quality, Jaccard >= {THRESHOLD}",
-            f"{ours_found['true_pairs']:,} true pairs, same run",
-        ]
-        for tool, found in (("dataclean", ours_found), ("datatrove", theirs_found)):
-            cells += [tool, f"precision {found['precision']:.3f}", f"recall {found['recall']:.3f}", ""]
-        lines.append("| " + " | ".join([*cells, ""]) + " |")
+        lines.append("| " + " | ".join([*cells, _ratio_cell(row)]) + " |")
     return "\n".join(lines)
-
-
-def run_pipelines(corpus: Path, work: Path, runs: int, tasks: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Each tool `runs` times, interleaved (dataclean, datatrove, datatrove, dataclean, ...) so
-    that both see the same load on average; each tool's fastest run (wall seconds) is kept."""
-    ours: list[dict[str, Any]] = []
-    theirs: list[dict[str, Any]] = []
-    for number in range(runs):
-        order = ("dataclean", "datatrove") if number % 2 == 0 else ("datatrove", "dataclean")
-        for tool in order:
-            if tool == "dataclean":
-                ours.append(dataclean_pipeline(corpus, work))
-                found = f"{ours[-1]['seconds']:.1f} s"
-            else:
-                theirs.append(datatrove_pipeline(corpus, work, tasks))
-                found = f"{theirs[-1]['wall_seconds']:.1f} s"
-            print(f"  {tool} run {number + 1}: {found} (load {load()})", flush=True)
-    best_ours = min(ours, key=lambda run: run["seconds"])
-    best_theirs = min(theirs, key=lambda run: run["wall_seconds"])
-    best_ours["all_runs_seconds"] = [round(run["seconds"], 1) for run in ours]
-    best_theirs["all_runs_seconds"] = [round(run["wall_seconds"], 1) for run in theirs]
-    return best_ours, best_theirs
-
-
-def _text_megabytes(folder: Path) -> float:
-    total = 0
-    for path in folder.glob("*.parquet"):
-        column = pq.read_table(path, columns=[C.TEXT]).column(C.TEXT)
-        total += pc.sum(pc.binary_length(column)).as_py() or 0
-    return total / 1e6
-
-
-def compare_pipelines(corpus: Path, work: Path, runs: int, shards: int, note: str) -> dict[str, Any]:
-    """The pipeline rows, the dedup quality of both tools and the runs' details."""
-    ours, theirs = run_pipelines(corpus, work, runs, shards)
-    decided = {tool: work / "decisions" / tool for tool in ("dataclean", "datatrove")}
-    dataclean_decisions(work / "dataclean", decided["dataclean"])
-    theirs.update(decisions(work / "datatrove", decided["datatrove"]))
-    print("dedup precision/recall ...", flush=True)
-    return {
-        "rows": pipeline_rows(note, ours, theirs, _text_megabytes(work / "datatrove" / "out")),
-        "quality": dedup_quality(corpus, decided),
-        "pipelines": {"dataclean": {k: v for k, v in ours.items() if k != "stats"}, "datatrove": theirs},
-    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run of about 2 minutes")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few minutes")
     parser.add_argument("--docs", type=int, help="labeled corpus documents (default 100,000; --quick 5,000)")
     parser.add_argument("--shards", type=int, default=16)
-    parser.add_argument("--runs", type=int, help="pipeline runs per tool, interleaved (default 2; --quick 1)")
+    parser.add_argument("--runs", type=int, help="rounds of each pipeline comparison (default 3; --quick 1)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/dataclean-run-all"))
-    parser.add_argument("--skip-stages", action="store_true", help="only the pipelines")
+    parser.add_argument("--skip-stages", action="store_true", help="only the pipelines and dedup")
+    data.add_data_argument(parser)
     args = parser.parse_args()
+    data.use_data(args.data, args.generated)
     docs = args.docs or (5000 if args.quick else 100_000)
-    runs = args.runs or (1 if args.quick else 2)
+    runs = args.runs or (1 if args.quick else 3)
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    source = str(SHARED) if have_shared() else "generated text (no ../shared/data)"
-    report: dict[str, Any] = {"date": str(date.today()), "machine": machine(), "data": source}
+    source = "generated text (--generated)" if args.generated else str(data.SHARED)
+    command = " ".join(["python", "benchmarks/run_all.py", *sys.argv[1:]])
+    report: dict[str, Any] = {
+        "date": datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "command": command,
+        "machine": machine(),
+        "data": source,
+        "load_start": os.getloadavg(),
+    }
     print(f"{report['date']}; {report['machine']}; load {load()}; data: {source}", flush=True)
 
     corpus = work / "corpus"
     bench_dedup.build_corpus(corpus, docs, args.shards)
-    note = f"{docs:,} docs, {_text_megabytes(corpus):.0f} MB: bench_dedup's labeled corpus"
+    note = f"{docs:,} docs, {_text_megabytes(corpus):.0f} MB (bench_dedup's labeled corpus)"
     print(f"corpus: {note}, {args.shards} shards", flush=True)
     report.update(rows=[], quality={})
     if importlib.util.find_spec("datatrove") is None:
-        print(
-            "no pipeline comparison: datatrove is not installed (pip install datatrove tokenizers tldextract)"
-        )
+        print("no datatrove comparison: datatrove is not installed (pip install -e .[bench])")
     else:
-        print(f"pipelines, {runs} run(s) each ...", flush=True)
-        report.update(compare_pipelines(corpus, work, runs, args.shards, note))
+        print("truth: exact Jaccard of all pairs (reference_dedup) ...", flush=True)
+        known = bench_dedup.truth(corpus)
+        print(f"  {len(known[1]):,} pairs at J >= {THRESHOLD} in {known[2]:.0f} s", flush=True)
+        print(f"pipelines, {runs} round(s) ...", flush=True)
+        pipelines = compare_pipelines(corpus, work, runs, args.shards, note, known)
+        report["rows"] += pipelines["rows"]
+        report["quality"]["same-stages pipelines"] = pipelines["quality"]
+        report["pipelines"] = pipelines["pipelines"]
+        print(f"dedup alone, {runs} round(s) ...", flush=True)
+        dedup = dedup_rows(corpus, work, runs, args.shards, note, known)
+        report["rows"].append(dedup["row"])
+        report["quality"]["dedup alone"] = dedup["quality"]
+        report["dedup"] = dedup["details"]
     if not args.skip_stages:
         print("stage benchmarks ...", flush=True)
-        report["rows"] += signature_rows(corpus, 2000 if args.quick else 5000)
         report["rows"] += stage_benchmarks(work, args.quick)
 
+    report["load_end"] = os.getloadavg()
+    report["seconds"] = round(time.perf_counter() - started)
     (work / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print()
-    print(table(report["rows"], report["quality"]))
+    print(f"{report['date']}, `{command}`, {report['machine']}, data {source}")
+    print(table(report["rows"]))
     print()
-    if "pipelines" in report:
-        seconds = {tool: run["all_runs_seconds"] for tool, run in report["pipelines"].items()}
-        print(f"pipeline runs (wall seconds): {seconds}")
-    print(f"{time.perf_counter() - started:.0f} s in all, 1-minute load average {load()} at the end")
+    if report["quality"]:
+        print(quality_table(report["quality"]))
+        print()
+    for name, found in report.get("pipelines", {}).items():
+        print(f"{name}: wall seconds per round {[round(run['seconds'], 1) for run in found]}")
+    print(
+        f"{report['seconds']} s in all; 1-minute load average {report['load_start'][0]:.1f} at the start, "
+        f"{report['load_end'][0]:.1f} at the end"
+    )
     print(f"details: {work / 'report.json'}")
 
 

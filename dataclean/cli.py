@@ -23,6 +23,7 @@ from dataclean.config import parse_settings, select_stages
 from dataclean.errors import DatacleanError
 from dataclean.executors import make_executor
 from dataclean.io.readers import ReadOptions
+from dataclean.kernels import compile_in_background
 from dataclean.recipes import load_recipe
 from dataclean.run import run_pipeline, write_run_report
 from dataclean.stage import Stage
@@ -125,10 +126,11 @@ def _start(
 
 
 def _stages_and_report_ready(load_stages: Callable[[], list[Stage]]) -> list[Stage]:
-    """The stages, then the report's code loaded ahead of the report at the end of the run (0.4 s
-    off it; this runs while Ray starts). A report that cannot load is the report's problem: it
-    warns when it is written, and the run goes on."""
+    """The stages, then their kernels started compiling and the report's code loaded ahead of the
+    report at the end of the run (0.4 s off it; this runs while Ray starts). A report that cannot
+    load is the report's problem: it warns when it is written, and the run goes on."""
     stages = load_stages()
+    compile_in_background(stages)  # dedup's kernels, while Ray starts (dataclean.kernels)
     try:
         from dataclean.report import prepare
 

@@ -1,4 +1,4 @@
-"""Column names of the dataclean row contract (see DESIGN.md, "Contracts").
+"""Column names of the dataclean row contract (see docs/contracts.md, "Rows and columns").
 
 Every stage and writer refers to columns through these constants, so a rename is one edit.
 """
@@ -20,6 +20,9 @@ WEIGHT = "weight"
 # Only in the excluded/ and quarantined/ outputs.
 STAGE = "stage"
 REASON = "reason"
+# Only in quarantined/: what the quarantine list did to the row. `drop`: the row is not in data/;
+# `downweight`: a copy, the row itself is in data/ with its lowered weight.
+ACTION = "action"
 
 # Added by the reader: undecodable bytes removed from the row's text.
 BAD_BYTES = "bad_bytes"
@@ -29,6 +32,8 @@ REMOVED_CHARS = "clean_removed_chars"
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.
 DROP_REASON = "__drop_reason"
+# Private: a stage lists a row it keeps in its destination folder too (a copy) with a reason here.
+COPY_REASON = "__copy_reason"
 
 # Contract columns first, in this order, in every output file.
 LEADING = (ID, TEXT, PARENT_ID, LANG, LANG_SCORE, TEXT_HASH, WEIGHT, DUP_CLUSTER, PPL, PPL_BUCKET)

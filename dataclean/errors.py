@@ -22,6 +22,10 @@ class InputError(DatacleanError):
         where = f"{path}" if row is None else f"{path}, row {row}"
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str, int | str | None]]:
+        """Pickle by the constructor's arguments: a Ray worker's error reaches the driver whole."""
+        return (type(self), (self.path, self.detail, self.row))
+
 
 class ConfigError(DatacleanError):
     """An invalid stage parameter or option; names the field and what would be valid."""

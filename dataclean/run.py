@@ -29,6 +29,7 @@ from dataclean.io import hf
 from dataclean.io.readers import ReadOptions
 from dataclean.io.shards import Shard, discover, filesystem
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
+from dataclean.kernels import compile_kernels
 from dataclean.runner import GroupTask, GroupWorker, Layout
 from dataclean.stage import Executor, FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
@@ -185,6 +186,7 @@ def run_pipeline(
             return dict(read_json(f"{layout.root}/stats.json"))
         clear_output(layout)  # same config, changed inputs: a completed run starts over
     write_json(f"{layout.root}/manifest.json", manifest)
+    compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.kernels)
 
     all_stats: list[dict[str, Any]] = []
     fit_seconds: dict[str, float] = {}

@@ -7,9 +7,10 @@ through the group's stages, routes each stage's dropped rows to `excluded/` or `
 and writes the kept rows. It returns the task's stats (see `dataclean.stats`). Workers are
 picklable and load their stages' resources (`setup`) once, on the first task they run.
 
-A stage that raises on a batch is retried row by row to find the row: with `on_error="raise"`
-that is a `StageError` naming the stage, shard and row id; with `"skip"` each failing row is
-excluded as `{stage}:error:{ExceptionType}` and the others go on.
+A stage that raises on a batch: with `on_error="raise"` (the default) that is a `StageError`
+naming the stage, shard and the batch's ids; with `"skip"` the batch is retried row by row and
+each failing row is excluded as `{stage}:error:{ExceptionType}`, the others go on. A MemoryError
+is raised as it is, never retried.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ READ = "read"
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a run's files go under OUT/ (see DESIGN.md, "Output folder")."""
+    """Where a run's files go under OUT/ (see docs/contracts.md, "Output folder")."""
 
     root: str
 
@@ -111,7 +112,7 @@ def _set(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
 
 
 def _ordered(table: pa.Table) -> pa.Table:
-    leading = [name for name in (*C.LEADING, C.STAGE, C.REASON) if name in table.column_names]
+    leading = [name for name in (*C.LEADING, C.STAGE, C.REASON, C.ACTION) if name in table.column_names]
     rest = [name for name in table.column_names if name not in leading]
     return table.select(leading + rest)
 
@@ -125,12 +126,34 @@ def split_drops(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table | 
         return table.drop_columns([C.DROP_REASON]), None
     marked = pc.is_valid(reasons)
     kept = table.filter(pc.invert(marked)).drop_columns([C.DROP_REASON])
-    dropped = table.filter(marked)
-    prefixed = pc.binary_join_element_wise(stage_name, dropped.column(C.DROP_REASON), ":")
-    dropped = dropped.drop_columns([C.DROP_REASON])
-    dropped = dropped.append_column(C.STAGE, pa.array([stage_name] * dropped.num_rows, pa.string()))
-    dropped = dropped.append_column(C.REASON, prefixed)
-    return kept, _ordered(dropped)
+    return kept, _labelled(stage_name, table.filter(marked), C.DROP_REASON)
+
+
+def split_outputs(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table | None, pa.Table | None]:
+    """(kept, dropped, copies) of a stage's output: `split_drops`, then the kept rows it marked to
+    list in its destination folder too (`with_copies`), labelled like dropped rows. The kept rows
+    lose the private and output-only columns (COPY_REASON, ACTION)."""
+    kept, dropped = split_drops(stage_name, table)
+    if dropped is not None and C.COPY_REASON in dropped.column_names:
+        dropped = dropped.drop_columns([C.COPY_REASON])
+    copies = None
+    if C.COPY_REASON in kept.column_names:
+        reasons = kept.column(C.COPY_REASON)
+        if reasons.null_count < len(reasons):
+            copies = _labelled(stage_name, kept.filter(pc.is_valid(reasons)), C.COPY_REASON)
+        kept = kept.drop_columns([C.COPY_REASON])
+    if C.ACTION in kept.column_names:
+        kept = kept.drop_columns([C.ACTION])
+    return kept, dropped, copies
+
+
+def _labelled(stage_name: str, rows: pa.Table, reason_column: str) -> pa.Table:
+    """Rows for excluded/ or quarantined/: `stage`, and `reason` = `{stage}:{the stage's reason}`."""
+    prefixed = pc.binary_join_element_wise(stage_name, rows.column(reason_column), ":")
+    rows = rows.drop_columns([reason_column])
+    rows = rows.append_column(C.STAGE, pa.array([stage_name] * rows.num_rows, pa.string()))
+    rows = rows.append_column(C.REASON, prefixed)
+    return _ordered(rows)
 
 
 @dataclass
@@ -187,12 +210,14 @@ class _ShardRun:
             for batch in self._batches():
                 kept = self._run_stages(batch)
                 if observer is not None and kept.num_rows:
+                    # Writing the summary is part of the stage's work (as writing its signatures
+                    # is part of datatrove's MinHash stage 1): inside its seconds.
                     started = time.perf_counter()
                     summary = observer.observe(kept)
-                    observed = self.stats["stages"].setdefault(observer.name, new_stage())
-                    observed["seconds"] += time.perf_counter() - started
                     if summary is not None and self.summary_writer is not None:
                         self.summary_writer.write(summary)
+                    observed = self.stats["stages"].setdefault(observer.name, new_stage())
+                    observed["seconds"] += time.perf_counter() - started
                 if self.worker.final:
                     kept = finalize(kept)
                     self.stats["account"]["kept"] += kept.num_rows
@@ -202,7 +227,11 @@ class _ShardRun:
                 writer.abort()
             raise
         for writer in self._writers():
+            started = time.perf_counter()
             writer.close()
+            if writer is self.summary_writer and observer is not None:  # its last rows: as above
+                observed = self.stats["stages"].setdefault(observer.name, new_stage())
+                observed["seconds"] += time.perf_counter() - started
         self.stats["shard_size"] = self.shard.size
         self.stats["shard_mtime"] = self.shard.mtime
         write_json(self.worker.layout.done_marker(self.task.group, self.shard), self.stats)
@@ -244,7 +273,9 @@ class _ShardRun:
             }
             self._route(READ, "excluded", pa.table(record))
 
-    def _route(self, stage_name: str, destination: str, dropped: pa.Table) -> None:
+    def _route(self, stage_name: str, destination: str, dropped: pa.Table, copies: bool = False) -> None:
+        """Write rows to OUT/{destination}/; count them as excluded or quarantined, or, for copies
+        of kept rows (`with_copies`), as copied."""
         key = (destination, stage_name)
         writer = self.drop_writers.get(key)
         if writer is None:
@@ -253,6 +284,9 @@ class _ShardRun:
                 f"part-{self.shard.index:05d}-{stage_name}",
             )
         writer.write(dropped)
+        if copies:
+            self.stats["account"]["copied"] += dropped.num_rows
+            return
         account_key = "quarantined" if destination == "quarantined" else "excluded"
         self.stats["account"][account_key] += dropped.num_rows
         counts = self.stats["stages"].setdefault(stage_name, new_stage())["dropped"]
@@ -274,30 +308,38 @@ class _ShardRun:
             added = out.num_rows - rows_in
             stage_stats["rows_added"] += added
             self.stats["account"]["rows_added"] += added
-            table, dropped = split_drops(stage.name, out)
+            table, dropped, copies = split_outputs(stage.name, out)
             if dropped is not None:
                 self._route(stage.name, stage.destination, dropped)
+            if copies is not None:
+                self._route(stage.name, stage.destination, copies, copies=True)
             stage_stats["rows_out"] += table.num_rows
             stage_stats["bytes_out"] += _text_bytes(table)
         return table
 
     def _apply(self, stage: Stage, table: pa.Table) -> pa.Table:
+        """The stage on the batch. If it raises: with on_error="raise", a `StageError` naming the
+        batch (no retry: a retry row by row would hide a batch-level bug and crawl); with "skip",
+        the batch again row by row, each failing row excluded. A MemoryError is never retried."""
         try:
             return stage(table)
-        except Exception:  # find the row(s) at fault, one at a time
-            pass
-        outputs = []
+        except MemoryError:
+            raise
+        except Exception as error:
+            if self.worker.read_options.on_error == "raise":
+                ids = table.column(C.ID)
+                raise StageError(
+                    f"stage {stage.name!r} failed on {self.shard.label}, a batch of {table.num_rows} rows "
+                    f"(ids {ids[0].as_py()!r} to {ids[-1].as_py()!r}): {type(error).__name__}: {error}"
+                ) from error
+        outputs = []  # on_error="skip": find the row(s) at fault, one at a time
         for index in range(table.num_rows):
             row = table.slice(index, 1)
             try:
                 outputs.append(stage(row))
+            except MemoryError:
+                raise
             except Exception as error:
-                row_id = row.column(C.ID)[0].as_py()
-                if self.worker.read_options.on_error == "raise":
-                    raise StageError(
-                        f"stage {stage.name!r} failed on {self.shard.label}, row id {row_id!r}: "
-                        f"{type(error).__name__}: {error}"
-                    ) from error
                 reason = pa.array([f"error:{type(error).__name__}"], pa.string())
                 outputs.append(row.append_column(C.DROP_REASON, reason))
         return pa.concat_tables(outputs, promote_options="permissive")

@@ -1,6 +1,7 @@
 """The stage contract: a named callable from an Arrow table to an Arrow table.
 
-A stage adds or replaces columns, or marks rows to drop with a reason (`with_drops`). It never
+A stage adds or replaces columns, or marks rows to drop with a reason (`with_drops`), or marks
+kept rows to list in its destination folder as well (`with_copies`). It never
 writes files, never counts, never times and never imports Ray: the runner (`dataclean.runner`) splits
 kept from dropped rows, prefixes the reason with the stage name, counts and times every stage.
 
@@ -42,6 +43,12 @@ class Stage(ABC):
 
     def setup(self) -> None:  # noqa: B027 - optional hook, most stages need nothing
         """Load heavy resources once per worker process; called before the first batch."""
+
+    def compile_kernels(self) -> None:  # noqa: B027 - optional hook, most stages have no kernels
+        """Compile the numba kernels this stage runs (or load them from the cache), on a tiny input
+        of the same types as real batches, without loading models. Called once per run on a
+        worker before the first shard, so each kernel is compiled once, not once per worker
+        process (`dataclean.kernels`)."""
 
     @abstractmethod
     def __call__(self, table: pa.Table) -> pa.Table:
@@ -147,3 +154,14 @@ def reason_kind(reason: str) -> str:
     """The countable part of a reason: `stage:kind` (`dedup:exact_of:abc` -> `dedup:exact_of`)."""
     parts = reason.split(":", 2)
     return ":".join(parts[:2])
+
+
+def with_copies(table: pa.Table, reasons: pa.Array | Sequence[str | None]) -> pa.Table:
+    """Mark kept rows to list in the stage's destination folder as well: `reasons[i]` is why row
+    i is listed there (without the stage prefix), or None. The rows stay in the output; the
+    runner writes a copy with `stage` and `reason` and counts it as `copied`, apart from the
+    accounting invariant (the row is counted once, as kept)."""
+    array = reasons if isinstance(reasons, pa.Array) else pa.array(reasons, type=pa.string())
+    if len(array) != table.num_rows:
+        raise ValueError(f"{len(array)} copy reasons for {table.num_rows} rows")
+    return table.append_column(C.COPY_REASON, array.cast(pa.string()))

@@ -2,9 +2,11 @@
 
 A task's stats hold, per stage, rows in/out, rows added (split), bytes in/out, seconds and drops by
 reason kind, plus the shard's row accounting. `summarize` merges all tasks into `stats.json`,
-whose totals show the accounting invariant of DESIGN.md:
+whose totals show the accounting invariant (docs/contracts.md):
     rows_in + rows_added == kept + excluded + quarantined
-per shard and in total.
+per shard and in total. `copied` counts the kept rows also listed in a stage's destination
+folder (the quarantine list's down-weighted rows, in OUT/quarantined/ with action `downweight`):
+they are in `kept`, so the invariant does not count them again.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 STAGE_FIELDS = ("rows_in", "rows_out", "rows_added", "bytes_in", "bytes_out", "seconds")
-ACCOUNT_FIELDS = ("rows_in", "rows_added", "kept", "excluded", "quarantined")
+ACCOUNT_FIELDS = ("rows_in", "rows_added", "kept", "excluded", "quarantined", "copied")
 
 
 def new_stage() -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The default recipe: the stages every corpus goes through, in order (see DESIGN.md)."""
+"""The default recipe: the stages every corpus goes through, in order (see README.md, "What a run does")."""
 
 from __future__ import annotations
 

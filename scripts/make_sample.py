@@ -1,11 +1,11 @@
-"""Build the bundled sample corpus (dataclean/data/sample/) from ../shared/data.
+"""Build the bundled sample corpus (dataclean/data/sample/) from the reference corpora.
 
 Real text with real dirt, plus dirt injected on purpose so every stage has work on the sample:
 control characters, undecodable bytes, zero-width and exotic spaces, mojibake, degenerate
 repetitions, random-byte garbage, empty documents, exact and near duplicates across shards, long
 documents for splitting, and shuffled-word text for the perplexity filter. Deterministic (seeded).
 
-    python scripts/make_sample.py [--data ../shared/data]
+    python scripts/make_sample.py [--data DIR]   (default: $DATACLEAN_SHARED_DATA, see benchmarks/corpus.py)
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -53,8 +54,10 @@ def mojibake(text: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data", default=os.environ.get("DATACLEAN_SHARED_DATA"))
     args = parser.parse_args()
+    if not args.data:
+        parser.error("give --data DIR (the reference corpora) or set DATACLEAN_SHARED_DATA")
     data = Path(args.data)
     rng = random.Random(20261129)
     OUT.mkdir(parents=True, exist_ok=True)

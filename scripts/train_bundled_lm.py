@@ -1,6 +1,7 @@
 """Reproduce the bundled language models (dataclean/data/lm/) and their held-out eval fixtures.
 
-    python scripts/train_bundled_lm.py [--data ../shared/data] [--trainer auto|lmplz|python]
+    python scripts/train_bundled_lm.py [--data DIR] [--trainer auto|lmplz|python]
+    (DIR: the reference corpora, default $DATACLEAN_SHARED_DATA; see benchmarks/corpus.py)
 
 English: the 17 Project Gutenberg books and the WikiText-2 *valid* set, detokenized (the corpora
 are tokenized, our scoring input is raw text). WikiText-2 *test* is kept out for evaluation.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import re
 import sys
 from collections import Counter
@@ -87,10 +89,12 @@ def boilerplate_lines(data: Path) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=os.environ.get("DATACLEAN_SHARED_DATA"))
     parser.add_argument("--trainer", default="auto", choices=("auto", "lmplz", "python"))
     args = parser.parse_args()
-    data: Path = args.data
+    if args.data is None:
+        parser.error("give --data DIR (the reference corpora) or set DATACLEAN_SHARED_DATA")
+    data = Path(args.data)
     FIXTURES.mkdir(parents=True, exist_ok=True)
 
     test = wikitext_paragraphs(data / "en" / "wikitext2" / "test.txt")

@@ -10,8 +10,14 @@ from click.testing import CliRunner
 
 from dataclean.feedback import schema as S
 from dataclean.feedback.cli import feedback
+from dataclean.feedback.planted import PlantedRun
 from dataclean.feedback.quarantine import read_list
-from tests.feedback_synth import SyntheticRun
+
+
+def small_run(**overrides):
+    """300 steps x 16 samples from 1,600 ids (3 epochs) on 4 ranks, warm-up 30 steps."""
+    settings = {"steps": 300, "batch": 16, "samples": 1600, "ranks": 4, "warmup": 30, **overrides}
+    return PlantedRun(**settings)
 
 
 def write_run(tmp_path, run, step_columns=("lr", "grad_norm", "loss_scale")):
@@ -41,12 +47,12 @@ def invoke(*args):
 
 
 def test_outputs_list_spikes_report_and_picture(tmp_path):
-    run = SyntheticRun()
-    outliers = run.plant_outliers(10, factor=2.0)
+    run = small_run()
+    outliers = run.plant_outliers(10)
     blamed = run.plant_data_spike(180)
-    run.plant_grad_explosion(240)
+    run.plant_grad_explosion(240, climb=60)
     logs, steps = write_run(tmp_path, run)
-    corpus = corpus_of(tmp_path, run, missing={"doc-00003"})
+    corpus = corpus_of(tmp_path, run, missing={"s000003"})
     out = tmp_path / "out"
     result = invoke("--losses", logs, "--steps", steps, "--corpus", corpus, "-o", out)
     assert "spikes: 1 data, 1 grad_explosion" in result.output
@@ -71,8 +77,8 @@ def test_outputs_list_spikes_report_and_picture(tmp_path):
 
 
 def test_merge_with_an_existing_list_is_idempotent(tmp_path):
-    run = SyntheticRun()
-    run.plant_outliers(5, factor=2.0)
+    run = small_run()
+    run.plant_outliers(5)
     logs, _ = write_run(tmp_path, run)
     invoke("--losses", logs, "-o", tmp_path / "first")
     first = read_list(tmp_path / "first" / "quarantine.parquet")
@@ -90,7 +96,7 @@ def test_merge_with_an_existing_list_is_idempotent(tmp_path):
 
 
 def test_step_log_without_grad_norm_says_what_is_missing(tmp_path):
-    run = SyntheticRun()
+    run = small_run()
     run.plant_data_spike(180)
     logs, steps = write_run(tmp_path, run, step_columns=())
     invoke("--losses", logs, "--steps", steps, "-o", tmp_path / "out")

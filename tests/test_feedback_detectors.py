@@ -13,7 +13,13 @@ from dataclean.errors import ConfigError
 from dataclean.feedback.analyze import analyze
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
 from dataclean.feedback.outliers import find_outliers
-from tests.feedback_synth import SyntheticRun
+from dataclean.feedback.planted import PlantedRun
+
+
+def small_run(**overrides):
+    """300 steps x 16 samples from 1,600 ids (3 epochs) on 4 ranks, warm-up 30 steps."""
+    settings = {"steps": 300, "batch": 16, "samples": 1600, "ranks": 4, "warmup": 30, **overrides}
+    return PlantedRun(**settings)
 
 
 def flagged(verdicts):
@@ -30,15 +36,15 @@ def run_analysis(tmp_path, run, columns=("lr", "grad_norm", "loss_scale"), steps
 
 
 def test_clean_log_gives_no_false_alarm(tmp_path):
-    analysis = run_analysis(tmp_path, SyntheticRun())
+    analysis = run_analysis(tmp_path, small_run())
     assert flagged(analysis.verdicts) == []
     assert analysis.spikes == []
     assert analysis.quarantine.num_rows == 0
 
 
 def test_planted_outliers_found_and_unlucky_sample_spared():
-    run = SyntheticRun()
-    planted = run.plant_outliers(20, factor=2.0)
+    run = small_run()
+    planted = run.plant_outliers(20)
     unlucky = run.plant_unlucky()
     verdicts = find_outliers(run.losses())
     assert flagged(verdicts) == planted
@@ -48,19 +54,19 @@ def test_planted_outliers_found_and_unlucky_sample_spared():
 
 
 def test_sample_seen_once_is_judged_on_that_occurrence():
-    run = SyntheticRun(epochs=1)
-    planted = run.plant_outliers(5, factor=2.0)
+    run = small_run(steps=100)
+    planted = run.plant_outliers(5)
     assert flagged(find_outliers(run.losses())) == planted
 
 
 def test_nonfinite_losses_are_counted_and_blame_only_isolated_samples():
-    run = SyntheticRun()
+    run = small_run()
     lone = np.flatnonzero(run.sample_index == 7)
     run.loss[lone] = np.nan  # one sample NaN every time, its batches otherwise fine
     run.loss[run.rows_at(250)] = np.inf  # a whole batch failed: the step, not its samples
     verdicts = find_outliers(run.losses())
-    assert flagged(verdicts) == ["doc-00007"]
-    row = verdicts.filter(pc.equal(verdicts.column("sample_id"), "doc-00007")).to_pylist()[0]
+    assert flagged(verdicts) == ["s000007"]
+    row = verdicts.filter(pc.equal(verdicts.column("sample_id"), "s000007")).to_pylist()[0]
     assert row["reason"] == "nonfinite_loss" and row["nonfinite"] == 3
 
 
@@ -97,7 +103,7 @@ def only_spike(analysis):
 
 
 def test_data_spike_names_the_samples(tmp_path):
-    run = SyntheticRun()
+    run = small_run()
     planted = run.plant_data_spike(180)
     analysis = run_analysis(tmp_path, run)
     spike = only_spike(analysis)
@@ -110,8 +116,8 @@ def test_data_spike_names_the_samples(tmp_path):
 
 
 def test_grad_explosion(tmp_path):
-    run = SyntheticRun()
-    run.plant_grad_explosion(200)
+    run = small_run()
+    run.plant_grad_explosion(200, climb=60)
     analysis = run_analysis(tmp_path, run)
     spike = only_spike(analysis)
     assert spike.diagnosis == "grad_explosion"
@@ -120,17 +126,17 @@ def test_grad_explosion(tmp_path):
 
 
 def test_fp16_overflow(tmp_path):
-    run = SyntheticRun()
-    run.plant_fp16_overflow(220)
+    run = small_run()
+    run.plant_fp16_overflow(220, nan=True)
     analysis = run_analysis(tmp_path, run)
     spike = only_spike(analysis)
     assert spike.diagnosis == "fp16_overflow"
-    assert any("loss scale fell from 6.554e+04 to 3.277e+04 at step 220" in e for e in spike.evidence)
+    assert any("loss scale fell from 6.554e+04 to 3.277e+04 at step 221" in e for e in spike.evidence)
     assert analysis.nonfinite == 16 and analysis.quarantine.num_rows == 0
 
 
 def test_lr_overshoot(tmp_path):
-    run = SyntheticRun()
+    run = small_run()
     run.plant_lr_overshoot(40)
     spike = only_spike(run_analysis(tmp_path, run))
     assert spike.diagnosis == "lr_overshoot"
@@ -138,7 +144,7 @@ def test_lr_overshoot(tmp_path):
 
 
 def test_single_rank(tmp_path):
-    run = SyntheticRun()
+    run = small_run()
     on_rank = run.plant_single_rank(160, rank=2)
     analysis = run_analysis(tmp_path, run)
     spike = only_spike(analysis)
@@ -148,7 +154,7 @@ def test_single_rank(tmp_path):
 
 
 def test_step_log_without_grad_norm_or_loss_scale_still_diagnoses(tmp_path):
-    run = SyntheticRun()
+    run = small_run()
     planted = run.plant_data_spike(180)
     analysis = run_analysis(tmp_path, run, columns=("lr",))
     spike = only_spike(analysis)
@@ -161,7 +167,7 @@ def test_step_log_without_grad_norm_or_loss_scale_still_diagnoses(tmp_path):
 
 
 def test_without_a_step_log_spikes_come_from_the_per_sample_log(tmp_path):
-    run = SyntheticRun()
+    run = small_run()
     planted = run.plant_data_spike(180)
     analysis = run_analysis(tmp_path, run, steps=False)
     assert analysis.steps_derived

@@ -40,13 +40,35 @@ def test_perplexity_is_the_ccnet_formula(en: object) -> None:
     assert en.perplexity(text) == pytest.approx(10 ** (-log10 / tokens))  # type: ignore[attr-defined]
 
 
-def test_batch_equals_one_by_one_and_normalization_applies(en: object) -> None:
-    texts = [EN, EN.upper(), "Ça coûte 1234 euros, dit-il.", "", EN + "\n\n\n"]
-    batch = en.perplexities(texts)  # type: ignore[attr-defined]
-    single = [en.perplexity(t) for t in texts]  # type: ignore[attr-defined]
-    assert np.allclose(batch, single, equal_nan=True)
-    assert batch[0] == pytest.approx(batch[1]) == pytest.approx(batch[4])  # case, blank lines
-    assert math.isnan(batch[3])
+def _reference_perplexity(model: object, text: str, min_tokens: int = DEFAULT_MIN_TOKENS) -> float:
+    """CCNet's perplexity of one text through the libraries themselves, line by line: the Python
+    normalization, SentencePiece's own encode (not the compiled search) and KenLM's own
+    `Model.score` per sentence."""
+    lines = normalize_lines(text)
+    pieces = model.tokenizer.tokenize_lines(lines)  # type: ignore[attr-defined]
+    log10 = sum(model.kenlm.score(line) for line in pieces)  # type: ignore[attr-defined]
+    tokens = sum(len(line.split()) + 1 for line in pieces)
+    if tokens == 0 or tokens - len(pieces) < min_tokens:
+        return math.nan
+    return float(10 ** (-log10 / tokens))
+
+
+def test_the_compiled_batch_scorer_equals_sentencepiece_and_kenlm_text_by_text() -> None:
+    # Two different paths: the batch scorer (compiled normalization and search, word cache shared
+    # across the batch) against SentencePiece and KenLM called per text and per sentence.
+    paragraphs = [p for p in (FIXTURES / "wikitext2_test_en.txt").read_text().split("\n") if p.strip()]
+    chinese = (FIXTURES / "cmrc2018_heldout_zh.txt").read_text().splitlines()[:40]
+    for lang, corpus in (("en", paragraphs[:120]), ("zh", chinese)):
+        model = load_model(lang)
+        texts = [*corpus, EN, EN.upper(), "Ça coûte 1234 euros, dit-il.", "", EN + "\n\n\n", ZH, "Hi."]
+        batch = model.perplexities(texts)
+        reference = np.array([_reference_perplexity(model, text) for text in texts])
+        assert np.array_equal(np.isnan(batch), np.isnan(reference))
+        assert np.allclose(batch, reference, rtol=1e-9, equal_nan=True), lang
+    en = load_model("en")
+    batch = en.perplexities([EN, EN.upper(), "", EN + "\n\n\n"])
+    assert batch[0] == pytest.approx(batch[1]) == pytest.approx(batch[3])  # case, blank lines
+    assert math.isnan(batch[2])
 
 
 def test_short_texts_are_not_scored(en: object) -> None:

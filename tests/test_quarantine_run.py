@@ -50,30 +50,39 @@ def test_run_drops_exactly_the_listed_samples_and_their_near_duplicates(tmp_path
     result = run(str(tmp_path / "in.jsonl"), "-o", str(out), "--quarantine", str(tmp_path / "q.parquet"))
     assert result.exit_code == 0, result.output
 
+    # Every row the list touched, in one place: the dropped ones and a copy of the down-weighted one.
     quarantined = pq.read_table(out / "quarantined").to_pylist()
-    assert {r["id"]: r["reason"] for r in quarantined} == {
-        "en-010": "quarantine:loss_outlier",
-        "zh-001": "quarantine:spike:40",
-        "en-012": "quarantine:loss_outlier",
-        "renamed-12": "quarantine:loss_outlier",
-        "copy-of-10": "quarantine:near_duplicate_of:en-010",
+    assert {r["id"]: (r["reason"], r["action"]) for r in quarantined} == {
+        "en-010": ("quarantine:loss_outlier", "drop"),
+        "zh-001": ("quarantine:spike:40", "drop"),
+        "en-012": ("quarantine:loss_outlier", "drop"),
+        "renamed-12": ("quarantine:loss_outlier", "drop"),
+        "copy-of-10": ("quarantine:near_duplicate_of:en-010", "drop"),
+        "en-020": ("quarantine:listed", "downweight"),
     }
     kept = pq.read_table(out / "data")
-    assert kept.num_rows == 42 - 5
+    assert kept.num_rows == 42 - 5 and "action" not in kept.column_names
     weights = dict(zip(kept.column("id").to_pylist(), kept.column("weight").to_pylist(), strict=True))
-    assert weights["en-020"] == 0.25 and weights["en-021"] == 1.0
+    assert weights["en-020"] == 0.25 and weights["en-021"] == 1.0  # the down-weighted row is kept
+    assert [r["weight"] for r in quarantined if r["id"] == "en-020"] == [0.25]
+    assert all(r["text"] for r in quarantined)
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["totals"]["quarantined"] == 5
-    assert stats["totals"]["kept"] + stats["totals"]["excluded"] + 5 == stats["totals"]["rows_in"]
+    totals = stats["totals"]
+    assert (totals["quarantined"], totals["copied"]) == (5, 1)  # the copy is counted once, as kept
+    assert totals["kept"] + totals["excluded"] + 5 == totals["rows_in"] and totals["invariant_holds"]
 
-    # Applying the list again to what was kept changes nothing.
+    # Applying the list again to what was kept changes nothing: the down-weighted row is listed
+    # again, with the same weight; nothing else is touched.
     again = run(str(out / "data"), "-o", str(tmp_path / "again"), "--quarantine", str(tmp_path / "q.parquet"))
     assert again.exit_code == 0, again.output
+    listed_again = pq.read_table(tmp_path / "again" / "quarantined").to_pylist()
+    assert [(r["id"], r["action"], r["weight"]) for r in listed_again] == [("en-020", "downweight", 0.25)]
+    again_kept = pq.read_table(tmp_path / "again" / "data")
+    assert again_kept.num_rows == kept.num_rows
     assert (
-        not (tmp_path / "again" / "quarantined").exists()
-        or pq.read_table(tmp_path / "again" / "quarantined").num_rows == 0
+        dict(zip(again_kept.column("id").to_pylist(), again_kept.column("weight").to_pylist(), strict=True))
+        == weights
     )
-    assert pq.read_table(tmp_path / "again" / "data").num_rows == kept.num_rows
 
 
 def test_a_changed_list_is_a_new_config_not_a_resume(tmp_path):

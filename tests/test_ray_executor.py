@@ -76,3 +76,36 @@ def test_embedded_start_falls_back_to_rays_own_wait_when_the_short_one_fails() -
         print("ok")
         """
     )
+
+
+def test_an_embedded_ray_listens_on_loopback_only_with_token_authentication() -> None:
+    # Every listening socket of the run's processes (driver, GCS, raylet, agents, workers).
+    _run_script(
+        """
+        import ipaddress
+        import psutil
+        from ray._raylet import AuthenticationMode, get_authentication_mode
+        from dataclean.executors.ray import RayExecutor
+
+        executor = RayExecutor(workers=2)
+        assert sorted(executor.map(abs, [-1, -2, -3, -4])) == [1, 2, 3, 4]
+        pids = {p.pid: p.name() for p in [psutil.Process(), *psutil.Process().children(recursive=True)]}
+        listening = [
+            (pids[c.pid], c.laddr.ip)
+            for c in psutil.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN and c.pid in pids
+        ]
+
+        def loopback(ip):
+            address = ipaddress.ip_address(ip)
+            mapped = getattr(address, "ipv4_mapped", None)
+            return (mapped or address).is_loopback
+
+        names = {name for name, _ in listening}
+        assert {"gcs_server", "raylet"} <= names and len(listening) >= 4, listening
+        assert all(loopback(ip) for _, ip in listening), listening
+        assert get_authentication_mode() == AuthenticationMode.TOKEN
+        executor.close()
+        print("ok")
+        """
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -135,6 +136,30 @@ def test_corrupt_shards_raise_input_errors(tmp_path: Path) -> None:
     truncated.write_bytes(gzip.compress(rows.encode())[:-100])
     with pytest.raises(InputError, match="truncated"):
         _read(truncated)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".jsonl.zst", ".txt.gz"])
+def test_a_stream_broken_midway_keeps_the_rows_before_it_and_says_where(tmp_path: Path, suffix: str) -> None:
+    texts = [f"row {i} {i * i} " + "x" * (i % 37) for i in range(20_000)]
+    lines = texts if suffix.startswith(".txt") else [json.dumps({"text": t}) for t in texts]
+    data = "".join(line + "\n" for line in lines).encode()
+    packed = gzip.compress(data) if suffix.endswith(".gz") else zstandard.ZstdCompressor().compress(data)
+    path = tmp_path / f"cut{suffix}"
+    path.write_bytes(packed[: len(packed) // 2])
+    # Reference: what the codec's own streaming decoder gives for those bytes, cut to whole lines.
+    gz = suffix.endswith(".gz")
+    codec = zlib.decompressobj(wbits=31) if gz else zstandard.ZstdDecompressor().decompressobj()
+    whole = codec.decompress(path.read_bytes()).count(b"\n")
+    assert 0 < whole < len(texts)
+    with pytest.raises(InputError, match=rf"truncated: .* in row {whole} \(rows before it were read whole"):
+        _read(path)  # on_error="raise": nothing is yielded, the error says where
+    shard = discover([str(path)])[0]
+    batches = read_shard(shard, ReadOptions(on_error="skip", batch_rows=1000))
+    got: list[str] = []
+    with pytest.raises(InputError, match=f"in row {whole} "):
+        for batch in batches:
+            got.extend(batch.column(C.TEXT).to_pylist())
+    assert got == texts[:whole]  # every row before the break, none after, none cut
 
 
 def test_multi_member_gzip_is_read_whole(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,6 +16,7 @@ from dataclean.errors import OutputError
 from dataclean.executors.local import LocalExecutor
 from dataclean.io.readers import ReadOptions
 from dataclean.run import run_pipeline
+from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from tests.conftest import SAMPLE, read_rows, write_jsonl
 
@@ -185,8 +187,50 @@ def test_stage_error_on_one_row_is_isolated(tmp_path: Path) -> None:
     assert stats["totals"]["kept"] == 1
     from dataclean.errors import StageError
 
-    with pytest.raises(StageError, match="row id 'b'"):
+    # The default (on_error="raise"): the batch's error as it is, no retry row by row.
+    with pytest.raises(
+        StageError, match=r"batch of 2 rows \(ids 'a' to 'b'\): ValueError: cannot handle boom"
+    ):
         run_pipeline([str(inp)], str(tmp_path / "out2"), [FailsOnX()], LocalExecutor())
+
+
+@dataclass
+class CountsCalls(Stage):
+    """Raises `error` on every call and counts its calls in a file (stages may run in workers)."""
+
+    name: ClassVar[str] = "counts"
+    calls: str = ""
+    error: str = "ValueError"
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        path = Path(self.calls)
+        path.write_text(str(int(path.read_text() or 0) + 1) if path.exists() else "1")
+        raise {"ValueError": ValueError, "MemoryError": MemoryError}[self.error]("failed")
+
+
+@pytest.mark.parametrize(
+    ("on_error", "error", "calls", "raised"),
+    [
+        ("raise", "ValueError", 1, "StageError"),  # no retry: a batch-level bug shows as it is
+        ("skip", "ValueError", 1 + 3, None),  # the batch, then each of its 3 rows
+        ("skip", "MemoryError", 1, "MemoryError"),  # never a crawl row by row
+        ("raise", "MemoryError", 1, "MemoryError"),
+    ],
+)
+def test_a_failed_batch_is_retried_row_by_row_only_under_skip_and_never_for_memory_errors(
+    tmp_path: Path, on_error: str, error: str, calls: int, raised: str | None
+) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"id": k, "text": k} for k in ("a", "b", "c")])
+    stage = CountsCalls(str(tmp_path / "calls"), error)
+    options = ReadOptions(on_error=on_error)  # type: ignore[arg-type]
+    if raised is None:
+        stats = run_pipeline([str(inp)], str(tmp_path / "out"), [stage], LocalExecutor(), options)
+        assert stats["totals"]["excluded"] == 3 and stats["totals"]["invariant_holds"]
+    else:
+        with pytest.raises(BaseException) as caught:
+            run_pipeline([str(inp)], str(tmp_path / "out"), [stage], LocalExecutor(), options)
+        assert type(caught.value).__name__ == raised
+    assert int((tmp_path / "calls").read_text()) == calls
 
 
 def test_uris_go_through_pyarrow_filesystems(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import math
 import pickle
 import random
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +189,8 @@ CHINESE = [
         "我们明天一起去看《摔跤吧！爸爸》好吗？好！",
         ["我们明天一起去看《摔跤吧！爸爸》好吗？", "好！"],
     ),
-    # An ellipsis ends a sentence (DESIGN lists …), kept whole with a closing quote after it.
+    # An ellipsis (Chinese sentence-final punctuation) ends a sentence, kept whole with a closing
+    # quote after it.
     ("他犹豫了很久……最后还是走了。", ["他犹豫了很久……", "最后还是走了。"]),
     ("她说：“我不知道……”然后沉默了。", ["她说：“我不知道……”", "然后沉默了。"]),
     ("春天来了；花开了。", ["春天来了；", "花开了。"]),
@@ -629,8 +631,21 @@ def test_split_gives_the_same_output_on_local_and_ray(tmp_path: Path, ray_execut
     assert local["totals"] == on_ray["totals"] and local["totals"]["invariant_holds"]
 
 
+def test_a_missing_tokenizers_package_is_an_error_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tokenizer.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # what a default install has: no package
+    stage = SplitLongDocuments(max_chars=None, max_tokens=100, tokenizer=f"hf:{tmp_path}")
+    with pytest.raises(ConfigError, match=r'split.tokenizer: .*pip install "dataclean\[tokenizers\]"'):
+        stage.setup()
+    with pytest.raises(ImportError, match=r"dataclean\[tokenizers\]"):
+        load_tokenizer(f"tokenizers:{tmp_path / 'tokenizer.json'}")
+
+
 def test_hf_tokenizer_specs_name_local_folders_only(tmp_path: Path) -> None:
-    tokenizers = pytest.importorskip("tokenizers")
+    import tokenizers  # in the test extra
+
     vocab = {"[UNK]": 0, "hello": 1, "world": 2}
     model = tokenizers.models.WordLevel(vocab, unk_token="[UNK]")
     saved = tokenizers.Tokenizer(model)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,8 +35,13 @@ from dataclean.errors import ConfigError
 from dataclean.io.files import atomic_output, list_files, make_dirs, open_input, read_parquet
 from dataclean.io.writers import exists, read_json, write_json
 
-if TYPE_CHECKING:
-    from dataclean.stages.dedup import DropDuplicates
+
+class Sketched(Protocol):
+    """What `build_index` needs of a dedup configuration: its `Sketch`. The `DropDuplicates`
+    stage is one; this module does not import the stage (the machinery sits below its wrapper)."""
+
+    def sketch(self) -> Sketch: ...
+
 
 META = "index.json"
 FORMAT = 1
@@ -71,9 +76,7 @@ def index_summaries(folder: str, sketch: Sketch) -> list[str]:
     return list_files(posixpath.join(folder, "summaries"), ".parquet")
 
 
-def build_index(
-    stage: DropDuplicates, files: Sequence[str], folder: str, batch_rows: int = 65536
-) -> list[str]:
+def build_index(stage: Sketched, files: Sequence[str], folder: str, batch_rows: int = 65536) -> list[str]:
     """Add the rows of Parquet `files` (an output's kept rows) to the index in `folder`.
 
     Creates the index if needed. Reads `batch_rows` rows at a time; returns the files written.

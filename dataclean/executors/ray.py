@@ -13,8 +13,9 @@ in dedup's `fit`, and that start-up (1-3 s each here) held the 1M-document bench
 speed-up from 1 to 2 workers; with plain tasks it is 1.57x (`benchmarks/bench_scale.py`).
 Rows never pass through the object store: workers read and write Parquet under OUT/.
 
-Without an address, an embedded local Ray starts with all local cores (or `workers`), its start
-and stop sped up by `dataclean.executors.ray_startup`; with one, the executor joins that cluster.
+Without an address, an embedded local Ray starts with all local cores (or `workers`), listening on
+the loopback interface only, its start and stop sped up by `dataclean.executors.ray_startup`;
+with one, the executor joins that cluster.
 Only these two modules import Ray.
 """
 
@@ -26,7 +27,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from dataclean.executors.ray_startup import quick_node_wait, stop_autoscaler_monitor
+from dataclean.errors import DatacleanError
+from dataclean.executors.ray_startup import (
+    loopback_only,
+    quick_node_wait,
+    quiet_token_notice,
+    stop_autoscaler_monitor,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -49,6 +56,20 @@ def _call_item(wrapped: list[Any], item: T) -> Any:
     return fn(item)
 
 
+def _result(ref: Any) -> Any:
+    """A task's result; a `DatacleanError` raised in the worker is raised here as itself, so the
+    CLI prints the same one line and exit status as on the local executor (Ray would otherwise
+    raise its own wrapper, whose message is the worker's whole traceback)."""
+    import ray
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as error:
+        if isinstance(error.cause, DatacleanError):
+            raise error.cause from None
+        raise
+
+
 class RayExecutor:
     """`map` as plain Ray tasks, `workers` at a time (default: every CPU of the cluster)."""
 
@@ -60,7 +81,7 @@ class RayExecutor:
             if address:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
-                with quick_node_wait():
+                with quick_node_wait(), quiet_token_notice(), loopback_only():
                     ray.init(
                         address="local",  # always a new embedded Ray, never another one here
                         num_cpus=workers or os.cpu_count() or 1,
@@ -110,7 +131,7 @@ class RayExecutor:
             done, _ = ray.wait(list(pending), num_returns=1)
             finished = [pending.pop(ref) for ref in done]
             for index, ref in zip(finished, done, strict=True):
-                results[index] = ray.get(ref)
+                results[index] = _result(ref)
             submit()  # the freed worker starts its next item while the driver handles this result
             if on_result is not None:
                 for index in finished:

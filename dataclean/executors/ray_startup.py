@@ -1,12 +1,22 @@
-"""Faster start and stop of an embedded Ray: two waits in Ray's own code, each shortened safely.
+"""Start and stop of an embedded Ray: two waits in Ray's own code, each shortened safely; loopback
+only; a quiet start.
 
-Both use Ray's private API (checked with Ray 2.60); if it is not there (another Ray version), or
-anything about it fails, Ray starts and stops exactly as it would without them, only slower.
+These use Ray's private API (checked with Ray 2.60); if it is not there (another Ray version), or
+anything about it fails, Ray starts and stops exactly as it would without them, only slower (or,
+for `loopback_only`, listening where Ray chooses: see README, "Security").
 
 - `quick_node_wait`: while `ray.init` starts a local cluster, it asks the GCS for the new node once
   a second until the raylet has registered (`ray._private.services.get_node`). The raylet
   registers about 0.6 s after it starts, so `ray.init` took 2.4 s or 3.4 s depending on where
   the poll fell; asking every 20 ms first makes it about 2.0 s (measured here, 6 starts each).
+- `loopback_only`: not a wait, but what a run on one machine should be: a new local Ray takes
+  127.0.0.1 as its node address, so its GCS, raylet, object manager and workers listen on the
+  loopback interface only (otherwise on every interface: `*:PORT`). Ray does this by itself on
+  macOS and Windows (`ray_constants.ENABLE_RAY_CLUSTER`, `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`);
+  on Linux it picks the machine's network address. Token authentication stays on either way.
+- `quiet_token_notice`: a new local Ray turns token authentication on (as it should) and logs a
+  warning saying so on every start, a second line around the run's own one-line error or summary.
+  Authentication stays on; only that notice is filtered, and only while the embedded Ray starts.
 - `stop_autoscaler_monitor`: the autoscaler monitor ignores SIGTERM, so `ray.shutdown` waits out
   its whole one-second grace period for it before killing it anyway (1.01 of the 1.11 s
   shutdown). On a one-node embedded cluster it has no state to save.
@@ -46,6 +56,42 @@ def quick_node_wait() -> Iterator[None]:
         yield
     finally:
         services.get_node = original
+
+
+@contextlib.contextmanager
+def loopback_only() -> Iterator[None]:
+    """Within this block, a starting local Ray listens on 127.0.0.1 only (module docstring)."""
+    try:
+        from ray._private import ray_constants
+
+        original = ray_constants.ENABLE_RAY_CLUSTER
+    except Exception as error:  # another Ray: it listens where it does (README, "Security")
+        log.debug("Ray's node address left as it is: %s", error)
+        yield
+        return
+    ray_constants.ENABLE_RAY_CLUSTER = False  # services.get_node_ip_address -> 127.0.0.1
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = original
+
+
+class _TokenNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled")
+
+
+@contextlib.contextmanager
+def quiet_token_notice() -> Iterator[None]:
+    """Within this block, Ray's "Token authentication is enabled" warning is not logged (see the
+    module docstring); every other message of that logger is."""
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    notice = _TokenNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
 
 
 def _wait_until_registered(gcs_address: str, node_id: str) -> None:

@@ -18,13 +18,13 @@ from dataclean.errors import DatacleanError
 from dataclean.feedback.analyze import Settings, analyze
 from dataclean.feedback.diagnose import DiagnosisRules
 from dataclean.feedback.quarantine import merge_lists, read_list, write_list
+from dataclean.feedback.replay_cli import replay_command
 from dataclean.feedback.report import markdown, plot, write_spikes
 
 
-@click.command("feedback")
+@click.group("feedback", invoke_without_command=True)
 @click.option(
     "--losses",
-    required=True,
     type=click.Path(exists=True),
     help="Per-sample loss log (file or folder).",
 )
@@ -42,7 +42,6 @@ from dataclean.feedback.report import markdown, plot, write_spikes
     "-o",
     "--output",
     "output",
-    required=True,
     type=click.Path(file_okay=False),
     help="Folder for the list, spikes and report.",
 )
@@ -73,18 +72,20 @@ from dataclean.feedback.report import markdown, plot, write_spikes
 )
 @click.option(
     "--spike-ratio",
-    default=3.0,
+    default=1.5,
     show_default=True,
     help="Times the recent loss level a spike must reach.",
 )
 @click.option("--spike-method", type=click.Choice(["std", "mad"]), default="std", show_default=True)
 @click.option("--action", type=click.Choice(["drop", "downweight"]), default="drop", show_default=True)
 @click.option("--weight", default=0.1, show_default=True, help="Weight of down-weighted samples.")
+@click.pass_context
 def feedback(
-    losses: str,
+    ctx: click.Context,
+    losses: str | None,
     steps: str | None,
     corpus: str | None,
-    output: str,
+    output: str | None,
     merge_with: str | None,
     window: int,
     z_threshold: float,
@@ -94,7 +95,14 @@ def feedback(
     action: str,
     weight: float,
 ) -> None:
-    """Find samples that hurt training and write a quarantine list for the next run."""
+    """Find samples that hurt training and write a quarantine list for the next run.
+
+    `dataclean feedback replay --step N ...` shows the samples of one step instead.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if losses is None or output is None:
+        raise click.UsageError("Missing option '--losses' or '-o' / '--output'.")
     settings = Settings(
         window=window,
         z_threshold=z_threshold,
@@ -134,6 +142,8 @@ def feedback(
     if not drew:
         click.echo("note: no picture (no steps, or matplotlib is not installed)")
 
+
+feedback.add_command(replay_command)
 
 if __name__ == "__main__":
     feedback()

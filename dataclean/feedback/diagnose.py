@@ -1,16 +1,40 @@
 """Why did the loss spike? Practitioners' rules applied to the step log and the spike's batch.
 
 Rules, checked in this order (the first that fits names the spike):
-- `fp16_overflow`: the loss scale fell within a few steps of the spike (a dynamic loss scaler
-  halves it when gradients overflow).
-- `grad_explosion`: the gradient norm was already rising over the steps before the spike (the
-  optimizer or learning rate is driving the model out of its basin; the spike is the symptom).
-- `data`: the batch's typical sample was normal and a few samples stood out far above it (or, with
-  no per-sample losses, the grad norm was normal before the jump): the data is to blame.
 - `single_rank`: one rank's samples were all high while the other ranks' were normal: that rank's
-  data shard or node (hardware, communication), not the model.
-- `lr_overshoot`: the whole batch rose together and the learning rate had just reached its peak.
+  node (hardware, communication) or data shard, not the model; the samples are listed to inspect.
+- `data`: the batch's typical sample was normal, a few samples stood far above it, and without
+  them the batch was at its normal level: they explain the spike, whatever the optimizer's
+  signals did at that step (a few huge losses also make the grad norm jump and can overflow an
+  fp16 scaler).
+- `fp16_overflow`: the dynamic loss scale fell within `scale_window` steps of the spike. A scaler
+  halves the scale and skips the step when the gradients overflow (Micikevicius et al. 2018,
+  "Mixed Precision Training"; PyTorch `GradScaler`); OPT-175B's logbook tied its divergences to
+  the loss scale crashing (Zhang et al. 2022, "OPT", section 2.5).
+- `grad_explosion`, from a climb: the grad norm over the `lookback` steps before the spike is at
+  least `grad_rise` times, and `grad_z` robust z-scores above, its baseline: the median/MAD of
+  the steps since warm-up ended, or of the last `grad_baseline` steps if fewer. A long robust
+  baseline is what catches a slow creep (grad norm 2 -> 4 over ~200 steps at peak lr, then the
+  spike): a baseline of the last hundred steps already sits inside the climb. Grad-norm surges
+  around loss spikes are what OPT's and BLOOM's training logbooks record, and what "Spike No
+  More" (Takase et al. 2023) and "A Theory on Adam Instability in Large-Scale Machine Learning"
+  (Molybog et al. 2023) study as the spikes' mechanism.
+- `lr_overshoot`: the whole batch rose together and the lr had reached its peak within
+  `baseline` steps: instability that grows with the learning rate and that a longer warm-up or a
+  lower peak removes (Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
+  training instabilities").
+- `grad_explosion`, from a jump: the whole batch rose and the spike step's own grad norm is at
+  least `grad_jump` times its baseline: the update before it broke the model. (A jump without
+  per-sample losses cannot be told from a few bad samples: that stays `unknown`.)
+- `data` without per-sample losses: the grad norm was normal before and at the spike, so the
+  optimizer is not to blame, but the samples cannot be named.
 - `unknown`: none of the above could be shown; the evidence says what was missing.
+
+Spikes diagnosed as one of `EXCUSED` never convict samples: their batches' losses are not counted
+against the samples in them (`analyze`, `outliers.find_outliers`). PaLM's authors rewound ~100
+steps and skipped 200-500 batches around each spike, and found that the same batches fed to an
+earlier checkpoint did not spike: spikes came from data and model state together, not from "bad
+data" per se (Chowdhery et al. 2022, "PaLM", section 5.1).
 """
 
 from __future__ import annotations
@@ -24,9 +48,13 @@ import pyarrow.compute as pc
 
 from dataclean.feedback import schema as S
 from dataclean.feedback.monitor import SpikeEvent
-from dataclean.feedback.outliers import robust_z
+from dataclean.feedback.outliers import MAD_SCALE, robust_z
 
 DIAGNOSES = ("grad_explosion", "fp16_overflow", "data", "lr_overshoot", "single_rank", "unknown")
+OPTIMIZER_EVENTS = frozenset({"fp16_overflow", "grad_explosion", "lr_overshoot"})
+# Spikes whose batch's losses are not counted against its samples: the optimizer or a node is to
+# blame, not the data.
+EXCUSED = OPTIMIZER_EVENTS | {"single_rank"}
 
 ACTIONS = {
     "fp16_overflow": "Skip or redo the step from the last checkpoint; if the scale keeps falling, "
@@ -59,12 +87,27 @@ class Spike:
 
 @dataclass
 class DiagnosisRules:
-    """Thresholds of the rules. `lookback`: steps before the spike examined for a rising grad
-    norm or a falling loss scale; `baseline`: steps before those that define normal."""
+    """Thresholds of the rules (see the module docstring).
+
+    `lookback`: steps before the spike whose grad norm is compared with the baseline.
+    `baseline`: how recently the lr must have reached its peak for `lr_overshoot`.
+    `grad_baseline`: longest baseline of the grad norm, in steps (since warm-up if shorter).
+    `grad_rise`, `grad_z`: how far above its baseline the recent grad norm must be (ratio of the
+    medians, and robust z against the baseline's median/MAD). `grad_jump`: ratio of the spike
+    step's grad norm to the baseline. `scale_window`: steps either side of the spike in which a
+    falling loss scale counts. `blame_z`, `blame_ratio`: how far a sample stands out in its batch
+    (robust z, times the batch median). `batch_normal`: a batch median (or the mean of the rest
+    of the batch) up to this many times the recent level is normal. `lr_peak`: fraction of the
+    peak lr that counts as at the peak.
+    """
 
     lookback: int = 10
     baseline: int = 100
+    grad_baseline: int = 1000
     grad_rise: float = 2.0
+    grad_z: float = 3.5
+    grad_jump: float = 4.0
+    scale_window: int = 2
     blame_z: float = 3.5
     blame_ratio: float = 1.5
     batch_normal: float = 1.5
@@ -98,6 +141,71 @@ def blame_samples(ids: list[str], losses: np.ndarray, rules: DiagnosisRules, lev
     return blamed
 
 
+@dataclass
+class _Grad:
+    """What the grad norm says about a spike."""
+
+    climb: bool = False
+    jump: bool = False
+    normal: bool = False
+    evidence: list[str] = field(default_factory=list)
+
+
+def warmup_end(lr: np.ndarray, rules: DiagnosisRules) -> int | None:
+    """Index of the first step at which the lr reached `lr_peak` of its highest value."""
+    finite = np.isfinite(lr)
+    if not finite.any():
+        return None
+    return int(np.argmax(np.where(finite, lr, -np.inf) >= rules.lr_peak * float(np.nanmax(lr))))
+
+
+def _grad_signals(
+    grad: np.ndarray, step_values: np.ndarray, index: int, warm: int | None, rules: DiagnosisRules
+) -> _Grad:
+    """Climb before the spike and jump at it, against a long robust baseline (module docstring)."""
+    found = _Grad()
+    end = max(index - rules.lookback, 0)
+    start = max(index - rules.grad_baseline, 0)
+    if warm is not None and warm < end - rules.lookback:
+        start = max(start, warm)
+    base = grad[start:end]
+    base = base[np.isfinite(base)]
+    before = grad[end:index]
+    before = before[np.isfinite(before)]
+    if len(base) < rules.lookback or len(before) < 3:
+        found.evidence.append("too few steps before the spike to judge the grad norm")
+        reference = float(np.median(before)) if len(before) else math.nan
+    else:
+        reference = float(np.median(base))
+        mad = float(np.median(np.abs(base - reference))) * MAD_SCALE
+        scale = max(mad, 0.05 * reference, 1e-12)
+        recent = float(np.median(before))
+        span = f"steps {step_values[start]}-{step_values[end - 1]}"
+        if recent >= rules.grad_rise * reference and (recent - reference) / scale >= rules.grad_z:
+            window = grad[start:index]
+            calm = np.flatnonzero(np.isfinite(window) & (window <= reference + 2 * scale))
+            since = step_values[start + int(calm[-1]) + 1] if len(calm) else step_values[start]
+            found.climb = True
+            found.evidence.append(
+                f"grad norm rose from {_fmt(reference)} (median of {span}) to {_fmt(recent)} over the "
+                f"{len(before)} steps before the spike, climbing since step {since}"
+            )
+        else:
+            found.normal = True
+            found.evidence.append(
+                f"grad norm normal before the spike ({_fmt(recent)} vs {_fmt(reference)}, median of {span})"
+            )
+    at_spike = float(grad[index]) if index < len(grad) else math.nan
+    usable = math.isfinite(at_spike) and math.isfinite(reference) and reference > 0
+    if usable and at_spike >= rules.grad_jump * reference:
+        found.jump = True
+        found.normal = False
+        found.evidence.append(
+            f"grad norm {_fmt(at_spike)} at the spike step, {at_spike / reference:.1f}x its baseline"
+        )
+    return found
+
+
 def diagnose(
     event: SpikeEvent,
     steps: pa.Table,
@@ -123,98 +231,109 @@ def diagnose(
         spike.action = ACTIONS[name]
         return spike
 
+    # The optimizer's signals.
+    scale_fell = None
     if known[S.LOSS_SCALE]:
         scale = _series(steps, S.LOSS_SCALE)
-        lo, hi = max(index - rules.lookback, 1), min(index + 2, len(scale))
+        lo = max(index - rules.scale_window, 1)
+        hi = min(index + rules.scale_window + 1, len(scale))
         for i in range(lo, hi):
             if scale[i] < scale[i - 1]:
-                evidence.append(
+                scale_fell = (
                     f"loss scale fell from {_fmt(scale[i - 1])} to {_fmt(scale[i])} at step {step_values[i]}"
                 )
-                return decide("fp16_overflow")
-        evidence.append("loss scale steady")
-
-    grad_normal = False
-    if known[S.GRAD_NORM]:
-        grad = _series(steps, S.GRAD_NORM)
-        before = grad[max(index - rules.lookback, 0) : index]
-        base = grad[max(index - rules.lookback - rules.baseline, 0) : max(index - rules.lookback, 0)]
-        before, base = before[np.isfinite(before)], base[np.isfinite(base)]
-        if len(before) >= 3 and len(base) >= 3:
-            recent = float(np.median(before[-3:]))
-            normal = float(np.median(base))
-            slope = float(np.polyfit(np.arange(len(before)), before, 1)[0])
-            if recent >= rules.grad_rise * normal and slope > 0:
-                evidence.append(
-                    f"grad norm rose from {_fmt(normal)} to {_fmt(recent)} over the "
-                    f"{len(before)} steps before the spike"
-                )
-                return decide("grad_explosion")
-            grad_normal = True
-            evidence.append(f"grad norm normal before the spike ({_fmt(recent)} vs {_fmt(normal)})")
-        else:
-            evidence.append("too few steps before the spike to judge the grad norm")
-
-    lr_at_peak = False
-    if known[S.LR]:
-        lr = _series(steps, S.LR)
+                break
+    lr = _series(steps, S.LR) if known[S.LR] else None
+    warm = warmup_end(lr, rules) if lr is not None else None
+    grad = (
+        _grad_signals(_series(steps, S.GRAD_NORM), step_values, index, warm, rules)
+        if known[S.GRAD_NORM]
+        else None
+    )
+    lr_at_peak = None
+    if lr is not None:
         upto = lr[: index + 1]
         peak = float(np.nanmax(upto))
         reached = int(np.argmax(upto >= rules.lr_peak * peak))
-        lr_at_peak = bool(
-            upto[-1] >= rules.lr_peak * peak and index - reached <= rules.baseline and reached > 0
-        )
-        if lr_at_peak:
-            evidence.append(
+        if upto[-1] >= rules.lr_peak * peak and index - reached <= rules.baseline and reached > 0:
+            lr_at_peak = (
                 f"lr {_fmt(float(upto[-1]))} is at its peak {_fmt(peak)}, reached at step "
                 f"{step_values[reached]}"
             )
 
-    if batch is None or batch.num_rows == 0:
-        spike.missing.append("per-sample losses at this step")
-        if lr_at_peak:
-            return decide("lr_overshoot")
-        if grad_normal:
-            evidence.append("no per-sample losses at this step: the samples cannot be named")
+    # The batch.
+    whole_batch = batch is None or batch.num_rows == 0
+    if batch is not None and batch.num_rows:
+        ids = [str(i) for i in batch.column(S.SAMPLE_ID).to_pylist()]
+        losses = pc.fill_null(batch.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
+        finite = np.isfinite(losses)
+        if (~finite).any():
+            evidence.append(f"{int((~finite).sum())} of {len(losses)} samples had a non-finite loss")
+        rank = _single_rank(batch, losses, rules, event.level)
+        if rank is not None:
+            worst, worst_median, others_median, others = rank
+            evidence.append(
+                f"rank {worst}: all its samples high (median {_fmt(worst_median)}) against "
+                f"{_fmt(others_median)} on the other {others} ranks"
+            )
+            rank_values = pc.fill_null(batch.column(S.RANK), -1).to_numpy()
+            spike.sample_ids = [i for i, r in zip(ids, rank_values, strict=True) if r == worst]
+            return decide("single_rank")
+        if batch.column(S.RANK).null_count == batch.num_rows:
+            spike.missing.append("rank")
+        blamed = blame_samples(ids, losses, rules, event.level)
+        if not math.isfinite(event.loss) and finite.any() and not finite.all():
+            # A non-finite step loss is explained by the non-finite samples alone.
+            blamed = [i for i, ok in zip(ids, finite, strict=True) if not ok]
+        normal = rules.batch_normal * event.level
+        median = float(np.median(losses[finite])) if finite.any() else math.nan
+        rest = losses[finite & ~np.isin(np.asarray(ids, dtype=object), blamed)]
+        rest_mean = float(rest.mean()) if len(rest) else math.nan
+        if blamed and median <= normal and rest_mean <= normal:
+            top = float(np.nanmax(np.where(finite, losses, np.nan))) if finite.any() else math.nan
+            evidence.append(
+                f"batch median {_fmt(median)} is normal; {len(blamed)} of {len(ids)} samples "
+                f"stand out (up to {_fmt(top)}); without them the batch averages {_fmt(rest_mean)}"
+            )
+            signals = [scale_fell] if scale_fell else []
+            signals += [grad.evidence[-1]] if grad is not None and grad.jump else []
+            if signals:
+                evidence.append(
+                    "the optimizer's signals at this step follow from these samples' losses: "
+                    + "; ".join(signals)
+                )
+            spike.sample_ids = blamed
             return decide("data")
+        if finite.any():
+            evidence.append(f"the whole batch rose (median {_fmt(median)})")
+            whole_batch = True
+        else:
+            evidence.append("no sample of the batch had a finite loss: the step itself failed")
+            whole_batch = True
+    else:
+        spike.missing.append("per-sample losses at this step")
+
+    if scale_fell:
+        evidence.append(scale_fell)
+        return decide("fp16_overflow")
+    if known[S.LOSS_SCALE]:
+        evidence.append("loss scale steady")
+    if grad is not None:
+        evidence.extend(grad.evidence)
+        if grad.climb:
+            return decide("grad_explosion")
+    if lr_at_peak and whole_batch:
+        evidence.append(lr_at_peak)
+        return decide("lr_overshoot")
+    has_batch = batch is not None and batch.num_rows > 0
+    if grad is not None and grad.jump:
+        if has_batch:
+            return decide("grad_explosion")
+        evidence.append("without per-sample losses a grad-norm jump cannot be told from a few bad samples")
         return decide("unknown")
-
-    ids = [str(i) for i in batch.column(S.SAMPLE_ID).to_pylist()]
-    losses = pc.fill_null(batch.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
-    finite = losses[np.isfinite(losses)]
-    nonfinite = len(losses) - len(finite)
-    if nonfinite:
-        evidence.append(f"{nonfinite} of {len(losses)} samples had a non-finite loss")
-    batch_median = float(np.median(finite)) if len(finite) else math.nan
-    typical_normal = len(finite) > 0 and batch_median <= rules.batch_normal * event.level
-
-    rank = _single_rank(batch, losses, rules, event.level)
-    if rank is not None:
-        worst, worst_median, others_median, others = rank
-        evidence.append(
-            f"rank {worst}: all its samples high (median {_fmt(worst_median)}) against "
-            f"{_fmt(others_median)} on the other {others} ranks"
-        )
-        rank_values = pc.fill_null(batch.column(S.RANK), -1).to_numpy()
-        spike.sample_ids = [i for i, r in zip(ids, rank_values, strict=True) if r == worst]
-        return decide("single_rank")
-    if batch.column(S.RANK).null_count == batch.num_rows:
-        spike.missing.append("rank")
-
-    blamed = blame_samples(ids, losses, rules, event.level)
-    if typical_normal and blamed:
-        top = float(np.nanmax(np.where(np.isfinite(losses), losses, np.nan)))
-        evidence.append(
-            f"batch median {_fmt(batch_median)} is normal; {len(blamed)} of {len(ids)} samples "
-            f"stand out (up to {_fmt(top)})"
-        )
-        spike.sample_ids = blamed
+    if not has_batch and grad is not None and grad.normal:
+        evidence.append("no per-sample losses at this step: the samples cannot be named")
         return decide("data")
-
-    if not typical_normal and len(finite):
-        evidence.append(f"the whole batch rose (median {_fmt(batch_median)})")
-        if lr_at_peak:
-            return decide("lr_overshoot")
     return decide("unknown")
 
 

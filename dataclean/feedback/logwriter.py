@@ -7,7 +7,7 @@ process that dies loses at most the unflushed buffer: every file in the folder i
 
 File names carry the rank, the process id, the start time and a sequence number, so several
 ranks, restarts and resumed runs can share one folder without overwriting each other.
-Schemas follow DESIGN.md ("Training feedback"): per-sample `sample_id, loss [, step, epoch, rank,
+Schemas as docs/contracts.md says ("Training feedback"): per-sample `sample_id, loss [, step, epoch, rank,
 tokens]` and per-step `step, loss [, lr, grad_norm, loss_scale]`.
 """
 

@@ -1,12 +1,23 @@
 """Samples whose loss stays far above the samples trained around the same steps.
 
-Loss falls through training, so a sample is compared with the samples seen in a window of steps
-around its own (`window` steps wide), not with the whole run. Each occurrence gets a robust
-z-score against that window, z = (loss - median) / (1.4826 * MAD) (Iglewicz & Hoaglin's modified
-z-score; one bad batch cannot move the median or the MAD the way it moves a mean and a standard
-deviation). A sample seen several times (across epochs) is judged on the median of all its
-occurrences' z-scores, so one unlucky batch does not condemn it, and a sample that is always far
-above the rest is caught. Default threshold 3.5 is Iglewicz & Hoaglin's.
+Loss falls through training, so each occurrence is first put against the level of its own step:
+its residual is log(loss / trend), the trend being a rolling median of the per-step medians. Then
+against its own batch: the batch's median residual is taken off (batches of at least
+`min_batch` finite losses), so a whole batch that rose together (an optimizer event, a bad
+update, an fp16 overflow) cancels out and cannot make its samples look bad; only a sample that
+stands out in its own batch does. Each residual then gets a robust z-score against the residuals
+in a window of steps around it (`window` steps wide), z = (r - median) / (1.4826 * MAD)
+(Iglewicz & Hoaglin's modified z-score; one bad batch cannot move the median or the MAD the way
+it moves a mean and a standard deviation). A sample seen several times (across epochs) is judged
+on the median of its occurrences' z-scores, so one unlucky batch does not condemn it, and a
+sample that is always far above the rest is caught. Default threshold 3.5 is Iglewicz & Hoaglin's.
+
+Occurrences at `excused_steps` (steps diagnosed as optimizer events: `fp16_overflow`,
+`grad_explosion`, `lr_overshoot`, or a `single_rank` fault) are not counted against their samples
+at all: they are reported as `excused` and the sample is judged on its other occurrences. PaLM's
+authors found that the batches around their loss spikes trained without a spike from another
+checkpoint: the spike came from data and model state together, not from "bad data" per se
+(Chowdhery et al. 2022, "PaLM", section 5.1), so a sample in such a batch is not evidence.
 
 NaN/inf losses are evidence of their own: a sample whose occurrences are mostly non-finite while
 the rest of its batch was finite is flagged as `nonfinite_loss`. When most of a step's batch is
@@ -15,6 +26,8 @@ blamed.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +42,7 @@ VERDICT_SCHEMA = pa.schema(
         (S.SAMPLE_ID, pa.string()),
         ("occurrences", pa.int64()),
         ("nonfinite", pa.int64()),
+        ("excused", pa.int64()),
         (S.SCORE, pa.float64()),
         ("mean_loss", pa.float64()),
         ("level", pa.float64()),
@@ -122,13 +136,16 @@ def find_outliers(
     z_threshold: float = 3.5,
     min_rows: int = 30,
     min_scale: float = 0.01,
+    excused_steps: Collection[int] = (),
+    min_batch: int = 8,
 ) -> pa.Table:
     """Judge every sample of a loss log; returns one row per sample (schema `VERDICT_SCHEMA`).
 
     `window`: width in steps of the reference around each occurrence. `min_rows`: a window with
     fewer finite losses falls back to the whole log. `min_scale`: floor of the robust scale of
     log(loss / level), i.e. a relative spread of 1%. Flagged rows carry reason `loss_outlier` or
-    `nonfinite_loss`.
+    `nonfinite_loss`. `excused_steps`: steps whose occurrences are not counted (see above).
+    `min_batch`: a step with fewer finite losses keeps its residuals against the trend only.
     """
     if log.num_rows == 0:
         return VERDICT_SCHEMA.empty_table()
@@ -139,6 +156,7 @@ def find_outliers(
         steps = np.arange(log.num_rows, dtype=np.int64)  # no steps: row order stands in
     else:
         steps = pc.fill_null(step_column, -1).to_numpy().astype(np.int64)
+    excused = np.isin(steps, np.asarray(list(excused_steps), dtype=np.int64))
     finite = np.isfinite(losses)
 
     # Non-finite losses on a step where most of the batch is non-finite blame the step.
@@ -146,7 +164,7 @@ def find_outliers(
     step_nonfinite = np.bincount(step_index, weights=~finite, minlength=len(step_codes))
     step_rows = np.bincount(step_index, minlength=len(step_codes))
     batch_failed = (step_nonfinite / step_rows)[step_index] > 0.5
-    isolated_nonfinite = ~finite & ~batch_failed
+    isolated_nonfinite = ~finite & ~batch_failed & ~excused
 
     # Loss falls through training: compare each loss with the level at its own step (log ratio,
     # since the spread of losses scales with their level), then the ratios within the window.
@@ -154,6 +172,12 @@ def find_outliers(
     with np.errstate(divide="ignore", invalid="ignore"):
         residual = np.log(np.maximum(losses, 1e-9)) - np.log(np.maximum(trend, 1e-9))
     residual[~finite] = np.nan
+    # Against its own batch: a whole-batch shift cancels.
+    batch_median = _group_median(step_index[finite], residual[finite], len(step_codes))
+    batch_finite = np.bincount(step_index[finite], minlength=len(step_codes))
+    offset = np.where(batch_finite >= min_batch, np.nan_to_num(batch_median), 0.0)
+    residual -= offset[step_index]
+    residual[excused] = np.nan
     medians, mads = _window_stats(steps, residual, window, min_rows)
     z = (residual - medians) / np.maximum(mads, min_scale)
 
@@ -163,7 +187,9 @@ def find_outliers(
     groups = len(names)
     occurrences = np.bincount(codes, minlength=groups)
     nonfinite = np.bincount(codes, weights=isolated_nonfinite, minlength=groups).astype(np.int64)
-    score = _group_median(codes[finite], z[finite], groups)
+    counted = finite & ~excused
+    excused_count = np.bincount(codes, weights=excused, minlength=groups).astype(np.int64)
+    score = _group_median(codes[counted], z[counted], groups)
     level = _group_median(codes[finite], trend[finite], groups)
     finite_count = np.bincount(codes[finite], minlength=groups)
     loss_sum = np.bincount(codes[finite], weights=losses[finite], minlength=groups)
@@ -173,7 +199,7 @@ def find_outliers(
     np.minimum.at(first, codes, steps)
     np.maximum.at(last, codes, steps)
 
-    by_nonfinite = (nonfinite > 0) & (nonfinite * 2 >= occurrences)
+    by_nonfinite = (nonfinite > 0) & (nonfinite * 2 >= occurrences - excused_count)
     by_loss = np.nan_to_num(score, nan=-np.inf) >= z_threshold
     flagged = by_nonfinite | by_loss
     reasons = [
@@ -186,6 +212,7 @@ def find_outliers(
             names.cast(pa.string()),
             pa.array(occurrences, pa.int64()),
             pa.array(nonfinite, pa.int64()),
+            pa.array(excused_count, pa.int64()),
             pa.array(score, pa.float64(), from_pandas=True),
             pa.array(mean_loss, pa.float64(), from_pandas=True),
             pa.array(level, pa.float64(), from_pandas=True),

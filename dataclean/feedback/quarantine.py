@@ -1,6 +1,6 @@
 """The quarantine list: which samples the next run leaves out (or down-weights), and why.
 
-Schema in `dataclean.feedback.schema.QUARANTINE_SCHEMA` (DESIGN.md, "Quarantine list"). Lists
+Schema in `dataclean.feedback.schema.QUARANTINE_SCHEMA` (docs/contracts.md, "Quarantine list"). Lists
 merge without duplicates, keyed by `sample_id`: an entry seen in several lists keeps its first
 reason, text hash, text and timestamp, the widest step range, the most occurrences, the highest
 score, the strictest action (`drop` over `downweight`) and the lowest weight, and the union of

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from dataclean.feedback import schema as S
 from dataclean.feedback.analyze import Analysis
-from dataclean.feedback.diagnose import Spike
+from dataclean.feedback.diagnose import EXCUSED, Spike
 
 COLOURS = {
     "grad_explosion": "tab:red",
@@ -75,6 +75,13 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _excused(analysis: Analysis) -> int:
+    verdicts = analysis.verdicts
+    if verdicts.num_rows == 0 or "excused" not in verdicts.column_names:
+        return 0
+    return int(pc.sum(verdicts.column("excused")).as_py() or 0)
+
+
 def markdown(analysis: Analysis, quarantine: pa.Table, picture: str | None) -> str:
     """The report as markdown. `quarantine` is the written (possibly merged) list."""
     losses = analysis.losses.table
@@ -86,6 +93,8 @@ def markdown(analysis: Analysis, quarantine: pa.Table, picture: str | None) -> s
         f"- steps: {analysis.steps.num_rows}"
         + (" (per-step means of the per-sample log: no step log)" if analysis.steps_derived else ""),
         f"- spikes: {len(analysis.spikes)}",
+        f"- losses not counted against their samples (batches of spikes that are not the samples' "
+        f"fault: {', '.join(sorted(EXCUSED))}): {_excused(analysis)}",
         f"- quarantined by this analysis: {analysis.quarantine.num_rows}; "
         f"in the written list: {quarantine.num_rows}",
     ]

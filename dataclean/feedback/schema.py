@@ -1,4 +1,4 @@
-"""Column names and Arrow schemas of the training-feedback files (DESIGN.md, "Training feedback").
+"""Column names and Arrow schemas of the training-feedback files (docs/contracts.md, "Training feedback").
 
 - per-sample loss log: `sample_id`, `loss`, optional `step`, `epoch`, `rank`, `tokens`;
 - step log: `step`, `loss`, optional `lr`, `grad_norm`, `loss_scale`;

@@ -58,3 +58,17 @@ def per_sample_loss(
     if return_tokens:
         return losses, tokens.to(torch.int64)
     return losses
+
+
+def max_over_ranks(code: int) -> int:
+    """The largest `code` over the ranks of the default process group (`code` itself when not
+    distributed): `TrainingGuard(agree=max_over_ranks)` makes all ranks skip or stop together."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return code
+    on_gpu = dist.get_backend() == "nccl"
+    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+    flag = torch.tensor([code], dtype=torch.int64, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item())

@@ -4,8 +4,11 @@ Every batch has `id`, `text`, `parent_id` (= id), `bad_bytes` (undecodable bytes
 the text) and the input's other columns, carried through unchanged. Rows the reader cannot turn
 into a sample (null text, a line that is not JSON, text that is not a string) carry a drop reason
 and reach the exclusion log as stage `read`; with `on_error="raise"` the last two are instead an
-`InputError` naming the file and row. A batch never holds more than `batch_rows` rows or about
-`batch_bytes` of text, so a worker's memory is bounded by the batch, not by the shard.
+`InputError` naming the file and row. A compressed stream that breaks midway is an `InputError`
+saying in which row it broke; with `on_error="skip"` the rows read whole before it are yielded
+first (the runner logs the rest of the shard as one excluded record). A batch never holds more
+than `batch_rows` rows or about `batch_bytes` of text, so a worker's memory is bounded by the
+batch, not by the shard.
 """
 
 from __future__ import annotations
@@ -124,7 +127,17 @@ class _BatchBuilder:
 
 def _carried_name(key: str) -> str:
     """Input columns whose names dataclean owns are kept under an `input_` prefix."""
-    owned = (C.ID, C.TEXT, C.PARENT_ID, C.BAD_BYTES, C.DROP_REASON, C.STAGE, C.REASON)
+    owned = (
+        C.ID,
+        C.TEXT,
+        C.PARENT_ID,
+        C.BAD_BYTES,
+        C.DROP_REASON,
+        C.COPY_REASON,
+        C.STAGE,
+        C.REASON,
+        C.ACTION,
+    )
     return f"input_{key}" if key in owned else key
 
 
@@ -140,8 +153,18 @@ def _decompressor(path: str) -> Any:
     return None
 
 
+class _StreamBroken(Exception):
+    """A compressed stream that breaks after `decompressed` bytes (turned into an `InputError`
+    naming the row it broke in by whoever counts rows)."""
+
+    def __init__(self, detail: str, decompressed: int) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.decompressed = decompressed
+
+
 def _chunks(shard: Shard) -> Iterator[bytes]:
-    """The shard's bytes, decompressed; a truncated or corrupt stream is an `InputError`.
+    """The shard's bytes, decompressed; a truncated or corrupt stream raises `_StreamBroken`.
 
     (pyarrow's own compressed streams end quietly at a truncated .gz, which would lose rows.)
     """
@@ -151,6 +174,7 @@ def _chunks(shard: Shard) -> Iterator[bytes]:
     except (OSError, pa.ArrowException) as error:
         raise InputError(shard.label, f"cannot open: {error}") from None
     decompressor = _decompressor(path)
+    produced = 0
     with stream:
         try:
             while chunk := stream.read(CHUNK_BYTES):
@@ -158,19 +182,22 @@ def _chunks(shard: Shard) -> Iterator[bytes]:
                     yield chunk
                     continue
                 while chunk:
-                    yield decompressor.decompress(chunk)
+                    out = decompressor.decompress(chunk)
+                    produced += len(out)
+                    yield out
                     chunk = b""
                     if decompressor.eof and decompressor.unused_data:  # next member/frame
                         chunk = decompressor.unused_data
                         decompressor = _decompressor(path)
             if decompressor is not None and not decompressor.eof:
-                raise InputError(shard.label, "truncated: the compressed stream ends early")
+                raise _StreamBroken("truncated: the compressed stream ends early", produced)
         except (OSError, pa.ArrowException, EOFError, zlib.error, zstandard.ZstdError) as error:
-            raise InputError(shard.label, f"cannot read (corrupt or truncated): {error}") from None
+            raise _StreamBroken(f"cannot read (corrupt or truncated): {error}", produced) from None
 
 
 def _lines(shard: Shard) -> Iterator[bytes]:
-    """The shard's lines as bytes, without line terminators."""
+    """The shard's lines as bytes, without line terminators (a line cut by a broken stream is
+    not yielded: `_StreamBroken` comes instead)."""
     pending = b""
     for chunk in _chunks(shard):
         parts = (pending + chunk).split(b"\n")
@@ -180,6 +207,16 @@ def _lines(shard: Shard) -> Iterator[bytes]:
         yield pending
 
 
+def _broken(shard: Shard, broken: _StreamBroken, row: int) -> InputError:
+    """Where a stream broke, for the error (or, with on_error="skip", the exclusion log): the row
+    it broke in (rows before it were read whole) and how far it decompressed."""
+    return InputError(
+        shard.label,
+        f"{broken.detail}, in row {row} (rows before it were read whole; "
+        f"{broken.decompressed:,} bytes decompressed)",
+    )
+
+
 def _row_error(shard: Shard, options: ReadOptions, row: int, message: str) -> None:
     if options.on_error == "raise":
         raise InputError(shard.label, message, row=row)
@@ -187,6 +224,21 @@ def _row_error(shard: Shard, options: ReadOptions, row: int, message: str) -> No
 
 def read_jsonl(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
     builder = _BatchBuilder(shard, options)
+    try:
+        yield from _jsonl_batches(shard, options, builder)
+    except _StreamBroken as broken:
+        error = _broken(shard, broken, builder.row)
+    except InputError as input_error:
+        error = input_error
+    else:
+        yield from builder.emit()
+        return
+    if options.on_error == "skip":
+        yield from builder.emit()  # the rows read before the error are kept
+    raise error
+
+
+def _jsonl_batches(shard: Shard, options: ReadOptions, builder: _BatchBuilder) -> Iterator[pa.Table]:
     for line in _lines(shard):
         if not line.strip():
             continue
@@ -216,23 +268,27 @@ def read_jsonl(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
                 builder.add(text, bad, record_id, record, reason)
         if builder.full():
             yield from builder.emit()
-    yield from builder.emit()
 
 
 def read_text(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
     builder = _BatchBuilder(shard, options)
-    if options.text_unit == "file":
-        text, bad = decode_utf8(b"\n".join(_lines(shard)))
-        builder.add(text, bad)
-    else:
-        for line in _lines(shard):
-            line = line.rstrip(b"\r")
-            if not line.strip():
-                continue
-            text, bad = decode_utf8(line)
+    try:
+        if options.text_unit == "file":
+            text, bad = decode_utf8(b"\n".join(_lines(shard)))
             builder.add(text, bad)
-            if builder.full():
-                yield from builder.emit()
+        else:
+            for line in _lines(shard):
+                line = line.rstrip(b"\r")
+                if not line.strip():
+                    continue
+                text, bad = decode_utf8(line)
+                builder.add(text, bad)
+                if builder.full():
+                    yield from builder.emit()
+    except _StreamBroken as broken:
+        if options.on_error == "skip":
+            yield from builder.emit()  # the rows read before the break are kept
+        raise _broken(shard, broken, builder.row) from None
     yield from builder.emit()
 
 

@@ -144,8 +144,10 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
     best, starts, pieces, path, path_scores, best64, second64 = work
     width = len(root_children)
     line_score = np.float32(0.0)
-    line_pieces = 0
-    start = 0
+    # Counters start as int64, not the literal 0: numba would also compile each callee once for
+    # the literal's type while it infers the loop's types (a first run's compile time, for nothing).
+    line_pieces = np.int64(0)
+    start = np.int64(0)
     for w in range(n_words):
         n = ends[0, w] - start
         if line_pieces > 0:
@@ -178,7 +180,7 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
                         if i == begin or starts[i] != -1:
                             best[i] = best[i] - here
                     here = np.float32(0.0)
-                node = 0
+                node = np.int64(0)
                 single = False
                 for end in range(begin, n):
                     node = child(node, ids[start + end], width, root_children, edge_keys, edge_nodes)
@@ -195,14 +197,14 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
                     if starts[begin + 1] == -1 or score > best[begin + 1]:
                         best[begin + 1], starts[begin + 1], pieces[begin + 1] = score, begin, -1
             # Back from the end, then write the pieces in order; a run of unknowns is one piece.
-            length = 0
+            length = np.int64(0)
             end = n
             while end > 0:
                 path[length] = end
                 length += 1
                 end = starts[end]
             word_used = used
-            count = 0
+            count = np.int64(0)
             previous_unknown = False
             for k in range(length - 1, -1, -1):
                 end = path[k]
@@ -282,8 +284,8 @@ def _tokenize(data, offsets, index, pool, expansion, tables, cache):  # type: ig
     out = np.empty(2 * (offsets[-1] - offsets[0]) + 64, np.uint8)
     lines = np.empty((2, n_rows + 16), np.int64)  # each line's text and piece count
     unsafe = np.zeros(n_rows, np.bool_)
-    codes, ids, ends, work = _work(CHUNK)
-    used = n_lines = row = 0
+    codes, ids, ends, work = _work(np.int64(CHUNK))
+    used = n_lines = row = np.int64(0)  # int64 from the start (see _segment)
     while row < n_rows:
         most = expansion * (offsets[row + 1] - offsets[row]) + 2
         if most > len(codes):
@@ -377,6 +379,16 @@ def compile_tokenizer(model_proto: bytes) -> CompiledTokenizer | None:
     return CompiledTokenizer(tables) if tables is not None else None
 
 
+def compile_kernels(model_proto: bytes) -> bool:
+    """Compile this module's kernels (or load them from the cache) by tokenizing a few short
+    texts; False, compiling nothing, if the model's tokenizer is not one this module reproduces."""
+    tokenizer = compile_tokenizer(model_proto)
+    if tokenizer is None:
+        return False
+    tokenizer.tokenize(pa.array(["Compiled once.\nWords, 2 lines.", "编译一次。", ""], pa.string()))
+    return True
+
+
 def count_words(texts: pa.Array | pa.ChunkedArray) -> int:
     """Normalize the texts and cut their words, without tokenizing: the words they hold.
 
@@ -390,9 +402,9 @@ def count_words(texts: pa.Array | pa.ChunkedArray) -> int:
 @numba.njit(cache=True)
 def _count_words(data, offsets, index, pool, expansion):  # type: ignore[no-untyped-def]
     char_ids = np.zeros(WORD_START + 1, np.int64)
-    codes, ids, ends, _ = _work(CHUNK)
+    codes, ids, ends, _ = _work(np.int64(CHUNK))
     unsafe = np.zeros(len(offsets) - 1, np.bool_)
-    words = row = 0
+    words = row = np.int64(0)
     while row < len(offsets) - 1:
         most = expansion * (offsets[row + 1] - offsets[row]) + 2
         if most > len(codes):

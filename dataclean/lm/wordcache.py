@@ -151,7 +151,7 @@ def margin(ids, start, n, best, second, trie, scores, unknown):  # type: ignore[
     second[: n + 1] = -np.inf
     best[0] = 0.0
     for begin in range(n):
-        node = 0
+        node = np.int64(0)  # not the literal 0: one compile of `child`, not two
         single = False
         for end in range(begin, n):
             node = child(node, ids[start + end], width, root_children, edge_keys, edge_nodes)

@@ -176,6 +176,13 @@ class CleanText(Stage):
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         return with_drops(table, reasons)
 
+    def compile_kernels(self) -> None:
+        """The repetition scan's kernel and the mojibake pair scan's, when the stage runs them."""
+        if self.max_repeat_chars:
+            repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
+        if self.fix_mojibake:
+            mojibake_pair_flags(pa.array(["cafÃ© ab"], pa.string()))
+
 
 def _replaced(column: pa.ChunkedArray, cleaned: list[str], changed: list[bool]) -> pa.Array:
     """The text column with the changed rows replaced: most rows are unchanged, and converting

@@ -28,7 +28,7 @@ to, filed by shard (`dataclean.dedup.decisions`), so no process holds the corpus
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -41,6 +41,7 @@ from dataclean.dedup.reduce import find_duplicates
 from dataclean.dedup.shingles import DEFAULT_FOLD, FOLDS
 from dataclean.dedup.summary import Sketch, keep_rule_is_valid
 from dataclean.errors import ConfigError
+from dataclean.kernels import rehearse
 from dataclean.stage import FitContext, GlobalStage, with_drops
 
 
@@ -139,6 +140,10 @@ class DropDuplicates(GlobalStage):
             shards=context.shards,
         )
         self._by_shard = context.shards is not None
+
+    def compile_kernels(self) -> None:
+        """Observe, fit and apply on a tiny corpus (`dataclean.kernels.rehearse`), with a copy."""
+        rehearse(replace(self, keep="first"))  # the keep rule's column is not in the tiny corpus
 
     def begin_shard(self, shard: int | None) -> None:
         """Apply only this shard's decisions next: a worker holds one shard's, not the corpus's."""

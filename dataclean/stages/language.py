@@ -60,6 +60,12 @@ class IdentifyLanguage(Stage):
         """Read the model once per worker (the first batch would otherwise)."""
         identify_languages(pa.array([""], pa.string()), self.sample_chars)
 
+    def compile_kernels(self) -> None:
+        """The model's kernels, on a few short texts (Latin, Han, empty)."""
+        identify_languages(
+            pa.array(["Compiled once, then loaded.", "编译一次。", ""], pa.string()), self.sample_chars
+        )
+
     def __call__(self, table: pa.Table) -> pa.Table:
         texts = table.column(C.TEXT)
         if C.LANG in table.column_names and not self.relabel:

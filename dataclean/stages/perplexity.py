@@ -30,8 +30,16 @@ import pyarrow.compute as pc
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.lang import identify_languages
+from dataclean.lm.compiled import compile_kernels
 from dataclean.lm.fetch import check_remote_model, fetch_model, is_uri
-from dataclean.lm.model import BUNDLED, DEFAULT_MIN_TOKENS, LanguageModel, load_model
+from dataclean.lm.model import (
+    BUNDLED,
+    DEFAULT_MIN_TOKENS,
+    TOKENIZER_FILE,
+    LanguageModel,
+    load_model,
+    resolve_model,
+)
 from dataclean.lm.quantiles import exact_quantiles
 from dataclean.stage import FitContext, GlobalStage, Stage, with_drops
 
@@ -105,6 +113,15 @@ class ScorePerplexity(Stage):
                 lang: load_model(fetch_model(spec) if is_uri(spec) else spec)
                 for lang, spec in self.model_specs().items()
             }
+
+    def compile_kernels(self) -> None:
+        """The compiled tokenizer's kernels, with the first model that uses them (no KenLM load)."""
+        for spec in self.model_specs().values():
+            if is_uri(spec):  # fetched by setup(); the bundled or local models come first
+                continue
+            path = resolve_model(spec) / TOKENIZER_FILE
+            if path.exists() and compile_kernels(path.read_bytes()):
+                return
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -8,9 +8,12 @@ split) cannot bring the same content back. The quarantined texts come from the l
 `text` column and from the rows of this run that matched by id or hash (collected by `observe`,
 which is why this is a global stage).
 
-Dropped rows go to OUT/quarantined with the list's reason (`quarantine:loss_outlier`,
-`quarantine:near_duplicate_of:<id>`). An entry with action `downweight` keeps its row with
-`weight` lowered to the entry's weight (never raised, so applying a list twice changes nothing).
+OUT/quarantined lists every row the list touched, with the list's reason
+(`quarantine:loss_outlier`, `quarantine:near_duplicate_of:<id>`) and `action`: `drop` rows are
+left out of OUT/data (counted as `quarantined`); an entry with action `downweight` keeps its row
+in OUT/data with `weight` lowered to the entry's weight (never raised, so applying a list twice
+changes nothing), and a copy of it, with that weight, is listed in OUT/quarantined (counted as
+`copied`, not again in the accounting invariant: the row is kept).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclean.feedback.neardup import NearDuplicateIndex
 from dataclean.feedback.quarantine import read_list
 from dataclean.ids import text_hashes
 from dataclean.io.files import open_input, read_parquet
-from dataclean.stage import FitContext, GlobalStage, with_drops
+from dataclean.stage import FitContext, GlobalStage, with_copies, with_drops
 
 
 @dataclass
@@ -137,7 +140,9 @@ class DropQuarantined(GlobalStage):
         if not self._entries or table.num_rows == 0:
             return table
         texts = table.column(C.TEXT).to_pylist()
-        reasons: list[str | None] = []
+        reasons: list[str | None] = []  # dropped rows
+        copies: list[str | None] = []  # down-weighted rows, listed in OUT/quarantined too
+        actions: list[str | None] = []
         weights = (
             pc.fill_null(table.column(C.WEIGHT), 1.0).to_numpy(zero_copy_only=False).copy()
             if C.WEIGHT in table.column_names
@@ -151,16 +156,23 @@ class DropQuarantined(GlobalStage):
                     reason = f"near_duplicate_of:{key}"
             if key is None:
                 reasons.append(None)
+                copies.append(None)
+                actions.append(None)
                 continue
             entry = self._entries[key]
+            reason = reason or entry[S.REASON] or "listed"
             if entry[S.ACTION] == "downweight":
                 weights[i] = min(weights[i], entry[S.WEIGHT] if entry[S.WEIGHT] is not None else 0.1)
                 reasons.append(None)
+                copies.append(reason)
             else:
-                reasons.append(reason or entry[S.REASON] or "listed")
+                reasons.append(reason)
+                copies.append(None)
+            actions.append(entry[S.ACTION] or "drop")
         weight_array = pa.array(weights, pa.float64())
         if C.WEIGHT in table.column_names:
             table = table.set_column(table.schema.get_field_index(C.WEIGHT), C.WEIGHT, weight_array)
         else:
             table = table.append_column(C.WEIGHT, weight_array)
-        return with_drops(table, reasons)
+        table = table.append_column(C.ACTION, pa.array(actions, pa.string()))
+        return with_copies(with_drops(table, reasons), copies)

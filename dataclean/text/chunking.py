@@ -368,6 +368,11 @@ def load_tokenizer(spec: str) -> Tokenizer:
                 f"tokenizer {spec!r}: hf:DIR takes a local folder holding a tokenizer.json "
                 "(a Hugging Face tokenizer saved with save_pretrained); nothing is downloaded"
             )
-    import tokenizers
-
+    try:
+        import tokenizers
+    except ImportError:
+        raise ImportError(
+            f"tokenizer {spec!r} needs the Hugging Face `tokenizers` package, an optional "
+            'dependency: pip install "dataclean[tokenizers]"'
+        ) from None
     return _EncodingIds(tokenizers.Tokenizer.from_file(target))

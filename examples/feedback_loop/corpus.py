@@ -1,43 +1,45 @@
-"""Build the example's corpus: real English prose with bad samples of several kinds injected.
+"""Build the example's corpus from the text dataclean ships: real English prose with bad samples
+of several kinds injected, and a few corrupt records for one batch of the training run.
 
-Clean samples are paragraphs of about 300-600 characters from Project Gutenberg novels and
-WikiText-2 articles (detokenized). Injected, in random positions with ordinary-looking ids:
+Clean samples are paragraphs of about 200-450 characters of the WikiText-2 articles in
+`dataclean/data/sample/wiki.parquet` (detokenized; WikiText's `<unk>` shows as "unk"). Injected,
+in random positions with ordinary-looking ids:
 - `random_bytes`: random bytes decoded as text: as UTF-8 (mostly replacement characters), as
   Latin-1 (accented letters and symbols), or as UTF-16 (a scatter of CJK, Hangul and other
   characters, which script-based language detection takes for an Asian language);
-- `shuffled_words`: a real paragraph with its words in random order;
 - `base64`: a base64 blob, as leaked attachments look in web dumps;
-- `wrong_language`: Chinese Wikipedia paragraphs in an English corpus;
+- `wrong_language`: Chinese Wikipedia paragraphs (`dataclean/data/sample/zh.jsonl.gz`) in an
+  English corpus;
 - `gibberish`: pronounceable nonsense words, the kind of text a loose perplexity threshold keeps.
+Shuffled words are not injected: a byte-level model trained for a minute hardly knows word order
+(a measured run caught 0 of 15), so they are the perplexity stage's job, whose word-level KenLM
+model sees them at once (README, "Perplexity").
 Writes DIR/input/corpus.jsonl (id, text) and DIR/injected.json (id -> kind), the answer key that
 the example scores the quarantine against; dataclean never sees it.
+
+`spike_records` makes the data spike: binary records (control bytes, as a corrupt shard read
+gives) that the training loop puts into one batch, bypassing cleaning, the way a loader bug or an
+unfiltered shard does in real runs.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import random
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 KINDS = {
-    "random_bytes": 60,
-    "shuffled_words": 40,
-    "base64": 30,
-    "wrong_language": 60,
-    "gibberish": 30,
+    "random_bytes": 25,
+    "base64": 12,
+    "wrong_language": 25,
+    "gibberish": 12,
 }
-NOVELS = [
-    "austen-emma.txt",
-    "austen-persuasion.txt",
-    "austen-sense.txt",
-    "chesterton-ball.txt",
-    "chesterton-brown.txt",
-    "chesterton-thursday.txt",
-    "edgeworth-parents.txt",
-    "melville-moby_dick.txt",
-]
+SAMPLE = Path(__file__).resolve().parents[2] / "dataclean" / "data" / "sample"
 
 
 def detokenize(line: str) -> str:
@@ -66,32 +68,27 @@ def paragraphs(sentences: list[str], low: int = 300, high: int = 600) -> list[st
     return out
 
 
-def _boilerplate(sentence: str) -> bool:
-    """Project Gutenberg's licence text, which some of the books still carry: not prose."""
-    lowered = sentence.lower()
-    return "gutenberg" in lowered or "ebook" in lowered or "e-text" in lowered
-
-
-def clean_samples(data: Path) -> list[str]:
+def clean_samples() -> list[str]:
+    """Paragraphs of the shipped WikiText-2 articles."""
+    table = pq.read_table(SAMPLE / "wiki.parquet", columns=["text", "source"])
     samples = []
-    for name in NOVELS:
-        lines = (data / "en" / "gutenberg" / name).read_text(encoding="utf-8").splitlines()
-        sentences = [detokenize(line) for line in lines if len(line.split()) >= 5]
-        samples += paragraphs([s for s in sentences if not s.isupper() and not _boilerplate(s)])
-    for name in ("valid.txt", "test.txt"):
-        text = (data / "en" / "wikitext2" / name).read_text(encoding="utf-8")
-        for line in text.splitlines():
-            line = line.strip()
-            if not line or line.startswith("=") or "<unk>" in line:
+    columns = table.to_pydict()
+    for text, source in zip(columns["text"], columns["source"], strict=True):
+        if source != "wikitext2":
+            continue
+        for block in text.split("\n\n"):
+            block = block.strip()
+            if not block or block.startswith("=") or "<unk>" in block:
                 continue
-            sentences = re.split(r"(?<=[.!?]) ", detokenize(line))
-            samples += paragraphs(sentences)
+            samples += paragraphs(re.split(r"(?<=[.!?]) ", detokenize(block)), low=200, high=450)
     return samples
 
 
-def chinese_paragraphs(data: Path) -> list[str]:
-    text = (data / "zh" / "cmrc2018" / "cmrc2018_contexts_dedup.txt").read_text(encoding="utf-8")
-    return [line.strip()[:250] for line in text.splitlines() if len(line.strip()) >= 150]
+def chinese_paragraphs() -> list[str]:
+    """The shipped Chinese Wikipedia paragraphs, cut to 250 characters."""
+    with gzip.open(SAMPLE / "zh.jsonl.gz", "rt", encoding="utf-8") as handle:
+        texts = [json.loads(line)["text"].strip() for line in handle if line.strip()]
+    return [text[:250] for text in texts if len(text) >= 150]
 
 
 def pseudo_word(rng: random.Random) -> str:
@@ -104,10 +101,6 @@ def bad_sample(kind: str, rng: random.Random, english: list[str], chinese: list[
         blob = rng.randbytes(rng.randint(150, 250) * 2)
         encoding = rng.choice(["utf-8", "latin-1", "utf-16-le"])
         return blob.decode(encoding, "replace")
-    if kind == "shuffled_words":
-        words = rng.choice(english).split()
-        rng.shuffle(words)
-        return " ".join(words)
     if kind == "base64":
         encoded = base64.b64encode(rng.randbytes(rng.randint(250, 400))).decode()
         return "\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76))
@@ -120,16 +113,25 @@ def bad_sample(kind: str, rng: random.Random, english: list[str], chinese: list[
     raise ValueError(kind)
 
 
-def build(data: Path, out: Path, clean: int = 3000, heldout: int = 200, seed: int = 0) -> dict[str, str]:
+def spike_records(count: int = 3, seed: int = 1) -> list[tuple[str, str]]:
+    """(id, text) of `count` corrupt binary records for one batch: control bytes, never seen in
+    clean text (the clean stage strips them, which is why they are put into training directly)."""
+    rng = random.Random(seed)
+    alphabet = [chr(c) for c in range(0x20) if chr(c) not in "\t\n\r"]
+    return [(f"corrupt-{n}", "".join(rng.choice(alphabet) for _ in range(300))) for n in range(count)]
+
+
+def build(out: Path, heldout: int = 100, seed: int = 0) -> dict[str, str]:
     """Write out/input/corpus.jsonl, out/injected.json (id -> kind of the injected samples) and
     out/heldout.jsonl (clean paragraphs the model never trains on, to measure it)."""
     rng = random.Random(seed)
-    english = clean_samples(data)
+    english = clean_samples()
     rng.shuffle(english)
-    chinese = chinese_paragraphs(data)
-    rows: list[tuple[str, str | None]] = [(text, None) for text in english[:clean]]
+    chinese = chinese_paragraphs()
+    train, held = english[heldout:], english[:heldout]
+    rows: list[tuple[str, str | None]] = [(text, None) for text in train]
     for kind, count in KINDS.items():
-        rows += [(bad_sample(kind, rng, english[clean + heldout :], chinese), kind) for _ in range(count)]
+        rows += [(bad_sample(kind, rng, train, chinese), kind) for _ in range(count)]
     rng.shuffle(rows)
     (out / "input").mkdir(parents=True, exist_ok=True)
     injected = {}
@@ -141,6 +143,6 @@ def build(data: Path, out: Path, clean: int = 3000, heldout: int = 200, seed: in
                 injected[sample_id] = kind
     (out / "injected.json").write_text(json.dumps(injected, indent=1))
     with open(out / "heldout.jsonl", "w", encoding="utf-8") as handle:
-        for number, text in enumerate(english[clean : clean + heldout]):
+        for number, text in enumerate(held):
             handle.write(json.dumps({"id": f"heldout-{number:04d}", "text": text}) + "\n")
     return injected

@@ -1,10 +1,12 @@
 """Train a tiny byte-level transformer on a dataclean output, logging per-sample losses.
 
-The training loop is plain PyTorch on the CPU. What it adds for dataclean is four lines: a
-`LossLogWriter` for per-sample losses (from `per_sample_loss`), a `StepLogWriter` for the step
-loss, lr and grad norm, and a `SpikeMonitor` that says when a step spikes and which samples were
-in that batch. Samples are the first `seq_len` bytes of each text (UTF-8), so any text, any
-language and any garbage is something the model can be trained on and measured by.
+The training loop is plain PyTorch on the CPU. What it adds for dataclean is one object, a
+`TrainingGuard`, checked every step between `backward()` and `optimizer.step()`: it writes the
+per-sample loss log (from `per_sample_loss`) and the step log (loss, lr, grad norm) that
+`dataclean feedback` reads, catches a loss spike as it happens, diagnoses it, quarantines a data
+spike's samples at once (LOG_DIR/quarantine.parquet, evidence in LOG_DIR/incidents.jsonl) and
+skips that step's update. Samples are the first `seq_len` bytes of each text (UTF-8), so any
+text, any language and any garbage is something the model can be trained on and measured by.
 
     python examples/feedback_loop/train.py CORPUS_DIR LOG_DIR [--epochs 3]
 """
@@ -22,7 +24,7 @@ import pyarrow.dataset as ds
 import torch
 from torch import nn
 
-from dataclean.feedback import LossLogWriter, SpikeMonitor, StepLogWriter
+from dataclean.feedback.guard import TrainingGuard
 from dataclean.feedback.torch_utils import per_sample_loss
 
 PAD = 256
@@ -94,8 +96,15 @@ def train(
     seq_len: int = 128,
     lr: float = 3e-3,
     seed: int = 0,
+    inject: dict[int, list[tuple[str, str]]] | None = None,
+    guard_action: str | dict[str, str] | None = None,
 ) -> dict[str, list[float]]:
-    """Train; write logs/losses/ and logs/steps/; return the loss curves for plotting."""
+    """Train; write logs/losses/ and logs/steps/; return the loss curves for plotting.
+
+    `inject`: step -> (id, text) records added to that step's batch (the example's data spike:
+    records that never went through cleaning, as a loader bug or an unfiltered shard delivers).
+    `guard_action`: what the guard does on a spike (default: skip a data spike's update).
+    """
     torch.manual_seed(seed)
     torch.set_num_threads(2)
     ids, texts = read_texts(corpus)
@@ -103,7 +112,7 @@ def train(
     held = read_texts(heldout)[1] if heldout else []
     model = TinyByteLM(seq_len)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    steps_per_epoch = math.ceil(len(ids) / batch_size)
+    steps_per_epoch = len(ids) // batch_size
     total = epochs * steps_per_epoch
     warmup = max(total // 20, 1)
 
@@ -113,31 +122,43 @@ def train(
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / (total - warmup)))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    loss_log = LossLogWriter(logs / "losses", flush_rows=5000)
-    step_log = StepLogWriter(logs / "steps", flush_rows=200)
-    monitor = SpikeMonitor()
+    # dataclean's guard: per-sample and step logs (logs/losses, logs/steps), spikes caught and
+    # diagnosed live (logs/incidents.jsonl), a data spike's samples quarantined at once
+    # (logs/quarantine.parquet) and, with action "skip", its update dropped.
+    guard = TrainingGuard(logs, action=guard_action or {"data": "skip"})
     curve: dict[str, list[float]] = {"step": [], "loss": [], "heldout_step": [], "heldout": []}
     generator = torch.Generator().manual_seed(seed)
     step, started = 0, time.monotonic()
     for epoch in range(epochs):
         order = torch.randperm(len(ids), generator=generator)
-        for start in range(0, len(ids), batch_size):
+        for start in range(0, len(ids) - batch_size + 1, batch_size):  # whole batches only
             rows = order[start : start + batch_size]
             batch_ids = [ids[i] for i in rows.tolist()]
-            losses, tokens = per_sample_loss(model(inputs[rows]), labels[rows], return_tokens=True)
+            batch_inputs, batch_labels = inputs[rows], labels[rows]
+            if inject and step in inject:
+                extra_inputs, extra_labels = encode([text for _, text in inject[step]], seq_len)
+                batch_ids += [sample_id for sample_id, _ in inject[step]]
+                batch_inputs = torch.cat([batch_inputs, extra_inputs])
+                batch_labels = torch.cat([batch_labels, extra_labels])
+            losses, tokens = per_sample_loss(model(batch_inputs), batch_labels, return_tokens=True)
             loss = (losses * tokens).sum() / tokens.sum().clamp(min=1)
             optimizer.zero_grad()
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             current_lr = scheduler.get_last_lr()[0]
-            optimizer.step()
+            guard.check(
+                step,
+                loss,
+                batch_ids,
+                losses,
+                grad_norm=grad_norm,
+                lr=current_lr,
+                optimizer=optimizer,
+                tokens=tokens,
+                epoch=epoch,
+            )
+            optimizer.step()  # changes nothing when the guard skipped this step
             scheduler.step()
-            # dataclean's part of the loop: per-sample losses, the step, the spike monitor.
-            loss_log.log(step, batch_ids, losses, epoch=epoch, tokens=tokens)
-            step_log.log(step, loss, lr=current_lr, grad_norm=grad_norm)
-            spike = monitor.update(step, loss.item(), batch_ids, lr=current_lr, grad_norm=float(grad_norm))
-            if spike is not None:
-                print(f"  spike at step {step}: loss {spike.loss:.3f} (level {spike.level:.3f})")
             curve["step"].append(step)
             curve["loss"].append(loss.item())
             if held and (step % 50 == 0 or step == total - 1):
@@ -148,8 +169,7 @@ def train(
             f"  epoch {epoch}: step {step}/{total}, loss {curve['loss'][-1]:.3f}, "
             f"{time.monotonic() - started:.0f} s"
         )
-    loss_log.close()
-    step_log.close()
+    guard.close()
     (logs / "curve.json").write_text(json.dumps(curve))
     return curve
 
