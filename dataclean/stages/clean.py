@@ -42,6 +42,7 @@ from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.stage import Stage, with_drops
 from dataclean.text.mojibake import mojibake_pair_flags, repair_lines
+from dataclean.text.removal import char_classes, removal_pass
 from dataclean.text.repetition import repetition_flags
 
 # Any character that the removal steps may change, or that counts as garbage: the fast-path test.
@@ -60,6 +61,9 @@ _SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
 _LINE_SEPARATORS = re.compile("\r\n?|[\u2028\u2029]")
 # ZWNJ/ZWJ next to ASCII or at an edge carry no meaning; between other characters they may.
 _EDGE_JOINERS = re.compile("(?:(?<=[\x00-\x7f])|^)[\u200c\u200d]+|[\u200c\u200d]+(?=[\x00-\x7f]|$)")
+# Characters that send a row down the Python path: what `repair_lines` looks for besides mojibake
+# pairs (HTML entities, C1 characters, Â/Ã before a lost continuation byte) and ZWNJ/ZWJ.
+_PYTHON_ONLY = re.compile("[&\u00c2\u00c3\u200c\u200d\x80-\x9f]")
 
 Normalization = Literal["none", "NFC", "NFKC"]
 
@@ -147,28 +151,41 @@ class CleanText(Stage):
             )
 
     def __call__(self, table: pa.Table) -> pa.Table:
-        texts = table.column(C.TEXT).to_pylist()
-        bad = table.column(C.BAD_BYTES).to_pylist() if C.BAD_BYTES in table.column_names else [0] * len(texts)
+        original = _string_column(table.column(C.TEXT))
+        n = len(original)
+        bad = table.column(C.BAD_BYTES).to_pylist() if C.BAD_BYTES in table.column_names else [0] * n
+        # One compiled pass over the batch's bytes rules out mojibake pairs in most rows, and a
+        # second does the removal steps on the rows that need no repair: Python sees the others.
+        pairs = mojibake_pair_flags(original) if self.fix_mojibake else np.zeros(n, bool)
+        if self.normalization == "none":
+            text_array, counts, garbages, lengths, blanks, python = removal_pass(original, _classes(), pairs)
+            removed, garbage, chars = counts.tolist(), garbages.tolist(), lengths.tolist()
+            blank = blanks.tolist()
+        else:
+            text_array, python = original, np.ones(n, bool)
+            removed, garbage, chars, blank = [0] * n, [0] * n, [0] * n, [False] * n
+        rows = np.flatnonzero(python)
         cleaned: list[str] = []
-        removed: list[int] = []
-        reasons: list[str | None] = []
         changed: list[bool] = []
-        # One compiled pass over the batch's bytes rules out mojibake pairs in most rows.
-        pairs = mojibake_pair_flags(table.column(C.TEXT)) if self.fix_mojibake else np.zeros(len(texts), bool)
-        for text, bad_bytes, may_have_pairs in zip(texts, bad, pairs.tolist(), strict=True):
-            new, count, garbage = _clean(
-                text, self.normalization, self.fix_mojibake, self.unescape_html, may_have_pairs
+        for row, text in zip(rows.tolist(), original.take(rows).to_pylist(), strict=True):
+            new, removed[row], garbage[row] = _clean(
+                text, self.normalization, self.fix_mojibake, self.unescape_html, bool(pairs[row])
             )
+            chars[row], blank[row] = len(text), not new or new.isspace()  # no stripped copy
             cleaned.append(new)
-            removed.append(count)
             changed.append(new is not text and new != text)
-            if not new or new.isspace():  # no stripped copy of every document
-                reasons.append("empty")
-            elif garbage + bad_bytes > self.max_garbage_fraction * (len(text) + bad_bytes):
-                reasons.append("garbage")
-            else:
-                reasons.append(None)
-        text_array = _replaced(table.column(C.TEXT), cleaned, changed)
+        if any(changed):
+            mask = np.zeros(n, bool)
+            mask[rows[np.array(changed, bool)]] = True
+            values = pa.array(
+                [new for new, change in zip(cleaned, changed, strict=True) if change], pa.string()
+            )
+            text_array = pc.replace_with_mask(text_array, pa.array(mask, pa.bool_()), values)
+        limit = self.max_garbage_fraction
+        reasons: list[str | None] = [
+            "empty" if empty else "garbage" if found + lost > limit * (size + lost) else None
+            for empty, found, lost, size in zip(blank, garbage, bad, chars, strict=True)
+        ]
         if self.max_repeat_chars:  # on the cleaned Arrow column's bytes, in place
             flags = repetition_flags(text_array, self.max_repeat_period, self.max_repeat_chars)
             reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
@@ -177,23 +194,25 @@ class CleanText(Stage):
         return with_drops(table, reasons)
 
     def compile_kernels(self) -> None:
-        """The repetition scan's kernel and the mojibake pair scan's, when the stage runs them."""
+        """The repetition scan's kernel, the mojibake pair scan's and the removal pass's, when the
+        stage runs them."""
+        if self.normalization == "none":
+            removal_pass(pa.array(["a\u00a0b\r\n"], pa.string()), _classes(), np.zeros(1, bool))
         if self.max_repeat_chars:
             repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
         if self.fix_mojibake:
             mojibake_pair_flags(pa.array(["cafÃ© ab"], pa.string()))
 
 
-def _replaced(column: pa.ChunkedArray, cleaned: list[str], changed: list[bool]) -> pa.Array:
-    """The text column with the changed rows replaced: most rows are unchanged, and converting
-    every Python string back to Arrow would cost more than cleaning them."""
+def _string_column(column: pa.ChunkedArray) -> pa.Array:
+    """The text column as one `string` array."""
     original = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    if original.type != pa.string():
-        original = original.cast(pa.string())
-    if not any(changed):
-        return original
-    values = pa.array([text for text, change in zip(cleaned, changed, strict=True) if change], pa.string())
-    return pc.replace_with_mask(original, pa.array(changed, pa.bool_()), values)
+    return original if original.type == pa.string() else original.cast(pa.string())
+
+
+def _classes() -> np.ndarray:
+    """What the removal steps do to each code point (`dataclean.text.removal.char_classes`)."""
+    return char_classes(_GARBAGE, _REMOVE, _SPACES, _LINE_SEPARATORS, _PYTHON_ONLY)
 
 
 def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

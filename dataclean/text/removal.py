@@ -1,0 +1,147 @@
+"""The clean stage's removal steps as one compiled pass over an Arrow batch's UTF-8 bytes.
+
+Most rows need no repair (no mojibake pair, C1 character, HTML entity, `Â`/`Ã` before a lost
+continuation byte) and no joiner rule (ZWJ/ZWNJ), only the removal steps: CR and CRLF and
+U+2028/U+2029 become LF, the removed characters go, the exotic spaces become a space. For those
+rows `removal_pass` does these steps on the bytes, counts what `dataclean.stages.clean` counts
+(characters changed, garbage characters, characters) and says whether the result is blank, without
+a Python string per row. The other rows are flagged `fallback` and left to the Python path.
+
+Which character does what comes from the clean stage's own regular expressions, applied to every
+code point once (`char_classes`), not from a second list here; the steps are independent (no step
+adds or removes another's characters) except CRLF, which the pass reads before the others, as the
+Python path's first substitution does.
+"""
+
+# numba kernels compute on numpy scalars, which mypy sees as Any here.
+# mypy: disable-error-code="no-any-return"
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+
+from dataclean.text.utf8 import utf8_buffers
+
+GARBAGE, REMOVE, SPACE, NEWLINE, CR, FALLBACK, WHITESPACE = 1, 2, 4, 8, 16, 32, 64
+_SURROGATES = range(0xD800, 0xE000)
+
+
+@lru_cache(maxsize=4)
+def char_classes(
+    garbage: re.Pattern[str],
+    remove: re.Pattern[str],
+    spaces: re.Pattern[str],
+    line_separators: re.Pattern[str],
+    fallback: re.Pattern[str],
+) -> np.ndarray:
+    """Per code point (uint8 [0x110000]), the bits above: what the clean stage's patterns (each a
+    single-character class, but `line_separators`) do to it, and whether `str.isspace` holds."""
+    points = np.arange(0x110000, dtype=np.uint32)
+    points[_SURROGATES.start : _SURROGATES.stop] = 0  # not in valid UTF-8; reset below
+    every = points.tobytes().decode("utf-32-le")
+    classes = np.zeros(0x110000, np.uint8)
+    for pattern, bit in ((garbage, GARBAGE), (remove, REMOVE), (spaces, SPACE), (fallback, FALLBACK)):
+        for match in re.finditer(f"(?:{pattern.pattern})+", every):
+            classes[match.start() : match.end()] |= bit
+    for char in ("\r", "\u2028", "\u2029", "\n"):
+        if line_separators.fullmatch(char):
+            classes[ord(char)] |= CR if char == "\r" else NEWLINE
+    for char in map(chr, range(0x3100)):  # str.isspace holds for none above U+3000
+        if char.isspace():
+            classes[ord(char)] |= WHITESPACE
+    classes[_SURROGATES.start : _SURROGATES.stop] = FALLBACK
+    return classes
+
+
+@nb.njit(cache=True)
+def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untyped-def]
+    n = len(offsets) - 1
+    out = np.empty(max(offsets[n] - offsets[0], 1), np.uint8)
+    new_offsets = np.zeros(n + 1, np.int32)
+    changed = np.zeros(n, np.int64)
+    garbage = np.zeros(n, np.int64)
+    chars = np.zeros(n, np.int64)
+    blank = np.zeros(n, np.bool_)
+    o = 0
+    for t in range(n):
+        start, stop = offsets[t], offsets[t + 1]
+        first = o
+        i = start
+        count, bad, nch, white = 0, 0, 0, True
+        while i < stop and not fallback[t]:
+            byte = data[i]
+            if byte < 0x80:
+                code, size = np.int64(byte), 1
+            elif byte < 0xE0:
+                code, size = np.int64(byte & 0x1F), 2
+            elif byte < 0xF0:
+                code, size = np.int64(byte & 0x0F), 3
+            else:
+                code, size = np.int64(byte & 0x07), 4
+            for k in range(1, size):
+                code = (code << 6) | np.int64(data[i + k] & 0x3F)
+            nch += 1
+            cls = classes[code]
+            if cls == 0:
+                for k in range(size):
+                    out[o + k] = data[i + k]
+                o += size
+                white = False
+                i += size
+                continue
+            if cls & 32:  # FALLBACK
+                fallback[t] = True
+                break
+            if cls & 1:  # GARBAGE
+                bad += 1
+            if cls & 16:  # CR; a CRLF is one change
+                out[o] = 10
+                o += 1
+                count += 1
+                if i + 1 < stop and data[i + 1] == 10:
+                    i += 1
+                    nch += 1
+            elif cls & 8:  # NEWLINE
+                out[o] = 10
+                o += 1
+                count += 1
+            elif cls & 2:  # REMOVE
+                count += 1
+            elif cls & 4:  # SPACE
+                out[o] = 32
+                o += 1
+                count += 1
+            else:
+                for k in range(size):
+                    out[o + k] = data[i + k]
+                o += size
+                if not cls & 64:
+                    white = False
+            i += size
+        if fallback[t]:  # the original bytes, for the Python path to replace
+            o = first
+            for k in range(start, stop):
+                out[o] = data[k]
+                o += 1
+        else:
+            changed[t], garbage[t], chars[t], blank[t] = count, bad, nch, white
+        new_offsets[t + 1] = o
+    return out[:o], new_offsets, changed, garbage, chars, blank
+
+
+def removal_pass(
+    texts: pa.Array, classes: np.ndarray, fallback: np.ndarray
+) -> tuple[pa.Array, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a `string` array (no nulls) and the rows already known to need the Python path: (the
+    texts with the removal steps done, fallback rows as they were; characters changed, garbage
+    characters, characters, blank after removal, per row; which rows need the Python path)."""
+    data, offsets = utf8_buffers(texts)
+    fallback = np.array(fallback, np.bool_)
+    out, new_offsets, changed, garbage, chars, blank = _removal_kernel(data, offsets, classes, fallback)
+    array = pa.StringArray.from_buffers(len(texts), pa.py_buffer(new_offsets), pa.py_buffer(out))
+    return array, changed, garbage, chars, blank, fallback
