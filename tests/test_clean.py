@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from ftfy.chardata import HTML_ENTITY_RE
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.stages.clean import CleanText, clean_text
+from dataclean.stages.clean import CleanText, _clean, clean_text
 
 
 @pytest.mark.parametrize("code", [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
@@ -151,3 +152,44 @@ def test_repetition_check_can_be_disabled_or_loosened() -> None:
 def test_invalid_parameters_name_the_field(field: str, kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError, match=field):
         CleanText(**kwargs)  # type: ignore[arg-type]
+
+
+def test_stage_byte_pass_matches_clean_text_row_by_row() -> None:
+    """The stage does the removal steps on the batch's bytes for rows that need no repair, and
+    sends the others through `clean_text`: every row must come out as `clean_text` gives it, with
+    the same count of characters changed, and blank rows dropped as empty."""
+    texts = [
+        "a\r\nb\rc\u2028d\u2029e",
+        "\r",
+        "\r\n\r\r\n",
+        "x\u200by\ufeffz\u00adw\u202ev\u2066",
+        "\x0b\x0c\x1c\x7f",
+        " \u3000\u00a0\u2000\u202f\u205f\u1680 ",
+        "box \u2500 \ue000 \U000f0001 \u2065 ok",
+        "日本語\u3000テキスト\r\n",
+        "a\u200cb \u200dc",
+        "A&amp;b\u00a0c",
+        "R&D\u00a0& co; a&b&#x;c &;",
+        "<p>a&amp;b\u00a0c",
+        "x&#233;" + "y" * 30,
+        "&abcdefghijklmnopqrstuvwxy;\u00a0",
+        "caf\u00c3\u00a9\r\nnext",
+        "\u0085 x",
+        "",
+        "plain ascii",
+        "\u00a0\n\t",
+    ]
+    out = CleanText(max_repeat_chars=0)(_table(texts))
+    expected = [_clean(text, "none", True, True) for text in texts]
+    assert out.column(C.TEXT).to_pylist() == [new for new, _, _ in expected]
+    assert out.column(C.REMOVED_CHARS).to_pylist() == [count for _, count, _ in expected]
+    empty = [i for i, (new, _, _) in enumerate(expected) if not new or new.isspace()]
+    reasons = out.column(C.DROP_REASON).to_pylist()
+    assert [i for i, reason in enumerate(reasons) if reason == "empty"] == empty == [1, 2, 4, 5, 16, 18]
+    assert reasons[6] is None and reasons[3] is None
+
+
+def test_entity_pattern_is_the_one_the_byte_pass_looks_for() -> None:
+    """The byte pass (dataclean.text.removal) sends rows with ftfy's HTML entity to ftfy; it reads
+    that pattern's shape, so an ftfy that changes it must change the pass too."""
+    assert HTML_ENTITY_RE.pattern == "&#?[0-9A-Za-z]{1,24};"

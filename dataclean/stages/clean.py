@@ -62,8 +62,8 @@ _LINE_SEPARATORS = re.compile("\r\n?|[\u2028\u2029]")
 # ZWNJ/ZWJ next to ASCII or at an edge carry no meaning; between other characters they may.
 _EDGE_JOINERS = re.compile("(?:(?<=[\x00-\x7f])|^)[\u200c\u200d]+|[\u200c\u200d]+(?=[\x00-\x7f]|$)")
 # Characters that send a row down the Python path: what `repair_lines` looks for besides mojibake
-# pairs (HTML entities, C1 characters, Â/Ã before a lost continuation byte) and ZWNJ/ZWJ.
-_PYTHON_ONLY = re.compile("[&\u00c2\u00c3\u200c\u200d\x80-\x9f]")
+# pairs and HTML entities (C1 characters, Â/Ã before a lost continuation byte) and ZWNJ/ZWJ.
+_PYTHON_ONLY = re.compile("[\u00c2\u00c3\u200c\u200d\x80-\x9f]")
 
 Normalization = Literal["none", "NFC", "NFKC"]
 

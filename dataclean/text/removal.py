@@ -27,7 +27,11 @@ import pyarrow as pa
 
 from dataclean.text.utf8 import utf8_buffers
 
-GARBAGE, REMOVE, SPACE, NEWLINE, CR, FALLBACK, WHITESPACE = 1, 2, 4, 8, 16, 32, 64
+GARBAGE, REMOVE, SPACE, NEWLINE, CR, FALLBACK, WHITESPACE, AMPERSAND = 1, 2, 4, 8, 16, 32, 64, 128
+# ftfy's HTML entity (`ftfy.chardata.HTML_ENTITY_RE`, which tests/test_clean.py pins): "&", "#"
+# or not, 1 to 24 ASCII letters or digits, ";". A row with one goes to the Python path, which
+# unescapes it unless a "<" came before it.
+_ENTITY_MAX = 24
 _SURROGATES = range(0xD800, 0xE000)
 
 
@@ -54,8 +58,26 @@ def char_classes(
     for char in map(chr, range(0x3100)):  # str.isspace holds for none above U+3000
         if char.isspace():
             classes[ord(char)] |= WHITESPACE
+    classes[ord("&")] |= AMPERSAND
     classes[_SURROGATES.start : _SURROGATES.stop] = FALLBACK
     return classes
+
+
+@nb.njit(inline="always")
+def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
+    """Whether an HTML entity's name and ";" follow an "&" (at i - 1)."""
+    if i < stop and data[i] == 35:  # "#"
+        i += 1
+    length = 0
+    while i < stop and length <= _ENTITY_MAX:
+        byte = data[i]
+        if byte == 59:  # ";"
+            return length > 0
+        if not (48 <= byte <= 57 or 65 <= byte <= 90 or 97 <= byte <= 122):
+            return False
+        length += 1
+        i += 1
+    return False
 
 
 @nb.njit(cache=True)
@@ -75,6 +97,13 @@ def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untype
         count, bad, nch, white = 0, 0, 0, True
         while i < stop and not fallback[t]:
             byte = data[i]
+            if byte < 0x80 and classes[byte] == 0:  # most bytes: ASCII that stays
+                out[o] = byte
+                o += 1
+                i += 1
+                nch += 1
+                white = False
+                continue
             if byte < 0x80:
                 code, size = np.int64(byte), 1
             elif byte < 0xE0:
@@ -94,7 +123,7 @@ def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untype
                 white = False
                 i += size
                 continue
-            if cls & 32:  # FALLBACK
+            if cls & 32 or (cls & 128 and _entity_at(data, i + 1, stop)):  # FALLBACK
                 fallback[t] = True
                 break
             if cls & 1:  # GARBAGE
