@@ -21,8 +21,9 @@ import pytest
 from ftfy import fixes
 from ftfy.badness import BADNESS_RE
 
-from dataclean.stages.clean import CleanText, clean_text
+from dataclean.stages.clean import CleanText, _classes, clean_text
 from dataclean.text import mojibake
+from dataclean.text.removal import removal_pass
 
 FIXTURES = Path(__file__).parent / "fixtures" / "clean"
 CASES = [json.loads(line) for line in (FIXTURES / "ftfy_cases.jsonl").open(encoding="utf-8")]
@@ -167,5 +168,8 @@ def test_batch_pair_flags_equal_the_pair_search() -> None:
     ]
     assert 0 < sum(expected) < len(texts)
     assert mojibake.mojibake_pair_flags(pa.array(texts, pa.string())).tolist() == expected
+    # The clean stage's byte pass finds them in the same pass as its removal steps.
+    found = removal_pass(pa.array(texts, pa.string()), _classes(), True)[6]
+    assert found.tolist() == expected
     table = pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
     assert CleanText()(table).column("text").to_pylist() == [clean_text(text) for text in texts]

@@ -154,15 +154,17 @@ class CleanText(Stage):
         original = _string_column(table.column(C.TEXT))
         n = len(original)
         bad = table.column(C.BAD_BYTES).to_pylist() if C.BAD_BYTES in table.column_names else [0] * n
-        # One compiled pass over the batch's bytes rules out mojibake pairs in most rows, and a
-        # second does the removal steps on the rows that need no repair: Python sees the others.
-        pairs = mojibake_pair_flags(original) if self.fix_mojibake else np.zeros(n, bool)
+        # One compiled pass over the batch's bytes does the removal steps on the rows that need no
+        # repair and rules out mojibake pairs in most others: Python sees only those others.
         if self.normalization == "none":
-            text_array, counts, garbages, lengths, blanks, python = removal_pass(original, _classes(), pairs)
+            text_array, counts, garbages, lengths, blanks, python, pairs = removal_pass(
+                original, _classes(), self.fix_mojibake
+            )
             removed, garbage, chars = counts.tolist(), garbages.tolist(), lengths.tolist()
             blank = blanks.tolist()
         else:
             text_array, python = original, np.ones(n, bool)
+            pairs = mojibake_pair_flags(original) if self.fix_mojibake else np.zeros(n, bool)
             removed, garbage, chars, blank = [0] * n, [0] * n, [0] * n, [False] * n
         rows = np.flatnonzero(python)
         cleaned: list[str] = []
@@ -197,11 +199,11 @@ class CleanText(Stage):
         """The repetition scan's kernel, the mojibake pair scan's and the removal pass's, when the
         stage runs them."""
         if self.normalization == "none":
-            removal_pass(pa.array(["a\u00a0b\r\n"], pa.string()), _classes(), np.zeros(1, bool))
+            removal_pass(pa.array(["a\u00a0b\r\n cafÃ© ab"], pa.string()), _classes(), self.fix_mojibake)
+        elif self.fix_mojibake:
+            mojibake_pair_flags(pa.array(["cafÃ© ab"], pa.string()))
         if self.max_repeat_chars:
             repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
-        if self.fix_mojibake:
-            mojibake_pair_flags(pa.array(["cafÃ© ab"], pa.string()))
 
 
 def _string_column(column: pa.ChunkedArray) -> pa.Array:

@@ -93,7 +93,7 @@ def _tables() -> tuple[re.Pattern[str], frozenset[str]]:
 
 
 @lru_cache(maxsize=1)
-def _pair_masks() -> tuple[np.ndarray, np.ndarray]:
+def pair_masks() -> tuple[np.ndarray, np.ndarray]:
     """Per BMP code point, a bit per encoding of `CHARMAP_ENCODINGS` in which it is a lead
     character (as `_tables` has them), and one in which it is a continuation character: a pair
     is in `_tables()[1]` exactly when its lead's bits and its continuation's bits meet."""
@@ -142,7 +142,7 @@ def mojibake_pair_flags(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
     followed by a continuation character that one encoding explains: `repair_lines` can skip its
     pair search (`may_have_pairs=False`) for the others, most texts."""
     data, offsets = utf8_buffers(texts)
-    return np.asarray(_pair_kernel(data, offsets, *_pair_masks()), dtype=bool)
+    return np.asarray(_pair_kernel(data, offsets, *pair_masks()), dtype=bool)
 
 
 def _bad_lines(text: str, may_have_c1: bool = True, may_have_pairs: bool = True) -> set[int]:

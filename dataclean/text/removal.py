@@ -25,6 +25,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from dataclean.text.mojibake import pair_masks
 from dataclean.text.utf8 import utf8_buffers
 
 GARBAGE, REMOVE, SPACE, NEWLINE, CR, FALLBACK, WHITESPACE, AMPERSAND = 1, 2, 4, 8, 16, 32, 64, 128
@@ -80,8 +81,25 @@ def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
     return False
 
 
+@nb.njit(inline="always")
+def _decode(data, i):  # type: ignore[no-untyped-def]
+    """The code point starting at byte i (of valid UTF-8) and its length in bytes."""
+    byte = data[i]
+    if byte < 0x80:
+        return np.int64(byte), 1
+    if byte < 0xE0:
+        code, size = np.int64(byte & 0x1F), 2
+    elif byte < 0xF0:
+        code, size = np.int64(byte & 0x0F), 3
+    else:
+        code, size = np.int64(byte & 0x07), 4
+    for k in range(1, size):
+        code = (code << 6) | np.int64(data[i + k] & 0x3F)
+    return code, size
+
+
 @nb.njit(cache=True)
-def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untyped-def]
+def _removal_kernel(data, offsets, classes, lead, continuation, find_pairs):  # type: ignore[no-untyped-def]
     n = len(offsets) - 1
     out = np.empty(max(offsets[n] - offsets[0], 1), np.uint8)
     new_offsets = np.zeros(n + 1, np.int32)
@@ -89,13 +107,16 @@ def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untype
     garbage = np.zeros(n, np.int64)
     chars = np.zeros(n, np.int64)
     blank = np.zeros(n, np.bool_)
+    python = np.zeros(n, np.bool_)
+    pairs = np.zeros(n, np.bool_)
     o = 0
     for t in range(n):
         start, stop = offsets[t], offsets[t + 1]
         first = o
         i = start
         count, bad, nch, white = 0, 0, 0, True
-        while i < stop and not fallback[t]:
+        previous = np.uint16(0)  # the encodings in which the previous character is a lead byte
+        while i < stop:
             byte = data[i]
             if byte < 0x80 and classes[byte] == 0:  # most bytes: ASCII that stays
                 out[o] = byte
@@ -103,17 +124,16 @@ def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untype
                 i += 1
                 nch += 1
                 white = False
+                previous = np.uint16(0)
                 continue
-            if byte < 0x80:
-                code, size = np.int64(byte), 1
-            elif byte < 0xE0:
-                code, size = np.int64(byte & 0x1F), 2
-            elif byte < 0xF0:
-                code, size = np.int64(byte & 0x0F), 3
+            code, size = _decode(data, i)
+            if code >= 0x80 and code < 0x10000 and find_pairs:
+                if previous & continuation[code]:
+                    pairs[t] = python[t] = True
+                    break
+                previous = lead[code]
             else:
-                code, size = np.int64(byte & 0x07), 4
-            for k in range(1, size):
-                code = (code << 6) | np.int64(data[i + k] & 0x3F)
+                previous = np.uint16(0)
             nch += 1
             cls = classes[code]
             if cls == 0:
@@ -124,7 +144,7 @@ def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untype
                 i += size
                 continue
             if cls & 32 or (cls & 128 and _entity_at(data, i + 1, stop)):  # FALLBACK
-                fallback[t] = True
+                python[t] = True
                 break
             if cls & 1:  # GARBAGE
                 bad += 1
@@ -152,7 +172,17 @@ def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untype
                 if not cls & 64:
                     white = False
             i += size
-        if fallback[t]:  # the original bytes, for the Python path to replace
+        if python[t]:  # the original bytes, for the Python path to replace
+            # Whether the rest holds a pair, as the pair search of the Python path wants to know.
+            while find_pairs and not pairs[t] and i < stop:
+                code, size = _decode(data, i)
+                if code >= 0x80 and code < 0x10000:
+                    if previous & continuation[code]:
+                        pairs[t] = True
+                    previous = lead[code]
+                else:
+                    previous = np.uint16(0)
+                i += size
             o = first
             for k in range(start, stop):
                 out[o] = data[k]
@@ -160,17 +190,21 @@ def _removal_kernel(data, offsets, classes, fallback):  # type: ignore[no-untype
         else:
             changed[t], garbage[t], chars[t], blank[t] = count, bad, nch, white
         new_offsets[t + 1] = o
-    return out[:o], new_offsets, changed, garbage, chars, blank
+    return out[:o], new_offsets, changed, garbage, chars, blank, python, pairs
 
 
 def removal_pass(
-    texts: pa.Array, classes: np.ndarray, fallback: np.ndarray
-) -> tuple[pa.Array, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For a `string` array (no nulls) and the rows already known to need the Python path: (the
-    texts with the removal steps done, fallback rows as they were; characters changed, garbage
-    characters, characters, blank after removal, per row; which rows need the Python path)."""
+    texts: pa.Array, classes: np.ndarray, find_pairs: bool
+) -> tuple[pa.Array, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a `string` array: (the texts with the removal steps done, rows for the Python path as
+    they were; per row, characters changed, garbage characters, characters, blank after removal;
+    which rows need the Python path; which hold a mojibake pair, looked for if `find_pairs`: a
+    lead then a continuation character that one encoding explains, as
+    `dataclean.text.mojibake.mojibake_pair_flags` finds them; such a row needs the Python path)."""
     data, offsets = utf8_buffers(texts)
-    fallback = np.array(fallback, np.bool_)
-    out, new_offsets, changed, garbage, chars, blank = _removal_kernel(data, offsets, classes, fallback)
+    lead, continuation = pair_masks()
+    out, new_offsets, changed, garbage, chars, blank, python, pairs = _removal_kernel(
+        data, offsets, classes, lead, continuation, find_pairs
+    )
     array = pa.StringArray.from_buffers(len(texts), pa.py_buffer(new_offsets), pa.py_buffer(out))
-    return array, changed, garbage, chars, blank, fallback
+    return array, changed, garbage, chars, blank, python, pairs
