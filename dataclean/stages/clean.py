@@ -14,9 +14,12 @@ ZWJ/ZWNJ are kept between non-ASCII characters, where Persian, Indic scripts and
 need them. Unicode normalization is off by default (datatrove's choice: NFKC rewrites CJK
 full-width punctuation); NFC or NFKC on request.
 
-Speed: most documents hold none of the characters above, and a few regex searches send them down
-a fast path that returns them untouched; ftfy runs only on the lines its detector flags, not on
-every document as datatrove's and NeMo Curator's formatters do.
+Speed: the stage does the removal steps in one compiled pass over the batch's UTF-8 bytes
+(`dataclean.text.removal`) for every row with nothing to repair, most rows; only the others become
+Python strings, and there most documents hold none of the characters above: a few regex searches
+send them down a fast path that returns them untouched. ftfy runs only on the lines its detector
+flags, not on every document as datatrove's and NeMo Curator's formatters do. `clean_text` (one
+string) is the Python path alone; the stage gives the same text row by row.
 
 The Arrow stage `CleanText` adds `clean_removed_chars` (characters removed or replaced; the
 `language` stage after it adds `lang`), and drops rows that are:
