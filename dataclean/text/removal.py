@@ -64,7 +64,7 @@ def char_classes(
     return classes
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
     """Whether an HTML entity's name and ";" follow an "&" (at i - 1)."""
     if i < stop and data[i] == 35:  # "#"
@@ -81,7 +81,7 @@ def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
     return False
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _decode(data, i):  # type: ignore[no-untyped-def]
     """The code point starting at byte i (of valid UTF-8) and its length in bytes."""
     byte = data[i]
