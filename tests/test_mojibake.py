@@ -150,3 +150,22 @@ def test_repair_can_be_turned_off_in_the_stage() -> None:
     assert CleanText()(table).column("text").to_pylist() == ["café & more"]
     off = CleanText(fix_mojibake=False, unescape_html=False)(table)
     assert off.column("text").to_pylist() == ["cafÃ© &amp; more"]
+
+
+def test_batch_pair_flags_equal_the_pair_search() -> None:
+    """The compiled pass over a batch's bytes flags exactly the texts in which the regex search
+    of `_bad_lines` finds a pair one encoding explains, so skipping the search changes nothing."""
+    import pyarrow as pa
+
+    pattern, pairs = mojibake._tables()
+    rng = random.Random(0)
+    alphabet = sorted({pair[0] for pair in pairs} | {pair[1] for pair in pairs} | set("a .\n中😀"))
+    built = ["".join(rng.choices(alphabet, k=rng.randint(0, 8))) for _ in range(3000)]
+    texts = [case["text"] for case in CASES] + LINES + [broken for _, _, broken in code_page_cases()] + built
+    expected = [
+        any(text[m.start() : m.start() + 2] in pairs for m in pattern.finditer(text)) for text in texts
+    ]
+    assert 0 < sum(expected) < len(texts)
+    assert mojibake.mojibake_pair_flags(pa.array(texts, pa.string())).tolist() == expected
+    table = pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
+    assert CleanText()(table).column("text").to_pylist() == [clean_text(text) for text in texts]

@@ -22,7 +22,10 @@ same characters as one line (fastText C++ 0.9, `Dictionary::getLine` and `Model:
 Why not fastText's own binding: `fasttext-predict` (the inference-only build) labels about 7 MB/s
 per core on the first 2,000 characters of web documents, a per-call and per-n-gram cost (a string
 per n-gram, a hash map per lookup); this loop walks the Arrow buffer once, with no object per
-token. The tests compare its labels and probabilities with fasttext-predict's on real text.
+token. Per n-gram it hashes the bytes, reduces the hash modulo `bucket` with two multiplications
+and finds a pruned bucket's row in a bitmap (`model_file`); a word seen before in the batch (up
+to 32 bytes) reuses the list of rows it added, in the same order, so the float32 sums are the
+same. The tests compare its labels and probabilities with fasttext-predict's on real text.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -31,29 +34,87 @@ token. The tests compare its labels and probabilities with fasttext-predict's on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numba as nb
 import numpy as np
-import pyarrow as pa
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from dataclean.lang.model_file import LOSS_HS, FastTextModel, read_model
+from dataclean.text.utf8 import utf8_buffers
 
 __all__ = ["FastTextModel", "Prediction", "hidden_vectors", "predict", "read_model", "utf8_buffers"]
 
 _LABEL_PREFIX = b"__label__"
+# The per-batch cache of tokens' rows (`_hidden_kernel`): tokens up to this many bytes (words;
+# a run of Chinese is a long token that seldom repeats), slots (a power of 2) and rows it holds.
+_CACHED_BYTES = 32
+_CACHE_SLOTS = 1 << 16
+_CACHE_ROWS = 1 << 19
 _FNV_OFFSET = np.uint32(2166136261)
 
 
 @nb.njit(inline="always")
 def _fnv_byte(h: np.uint32, byte: np.uint8) -> np.uint32:
     # numba widens uint32 arithmetic to 64 bits: truncate back, as the C++ uint32_t product wraps.
-    signed = np.uint64(byte) | np.uint64(0xFFFFFF00) if byte >= 0x80 else np.uint64(byte)
+    return _fnv_step(h, _signed_byte(byte))
+
+
+@nb.njit(inline="always")
+def _signed_byte(byte: np.uint8) -> np.uint64:
+    """A byte as fastText hashes it: a char, sign-extended to 32 bits."""
+    return np.uint64(byte) | np.uint64(0xFFFFFF00) if byte >= 0x80 else np.uint64(byte)
+
+
+@nb.njit(inline="always")
+def _fnv_step(h: np.uint32, signed: np.uint64) -> np.uint32:
     return np.uint32((np.uint64(h) ^ signed) * np.uint64(16777619) & np.uint64(0xFFFFFFFF))
+
+
+@intrinsic
+def _popcount(typingctx: Any, x: Any) -> Any:
+    """The number of bits set in a uint64 (one instruction)."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.ctpop(args[0])
+
+    return types.uint64(types.uint64), codegen
+
+
+@intrinsic
+def _mul_high(typingctx: Any, a: Any, b: Any) -> Any:
+    """The high 64 bits of the 128-bit product of two uint64."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        wide = ir.IntType(128)
+        product = builder.mul(builder.zext(args[0], wide), builder.zext(args[1], wide))
+        return builder.trunc(builder.lshr(product, ir.Constant(wide, 64)), ir.IntType(64))
+
+    return types.uint64(types.uint64, types.uint64), codegen
 
 
 @nb.njit(inline="always")
 def _is_space(byte: np.uint8) -> bool:
     return byte == 32 or byte == 10 or byte == 13 or byte == 9 or byte == 11 or byte == 12 or byte == 0
+
+
+@nb.njit(cache=True)
+def _sample_ends(data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.ndarray:
+    """The byte offset where each text's first `max_chars` characters end."""
+    n = len(offsets) - 1
+    ends = np.empty(n, np.int64)
+    for t in range(n):
+        end, stop, chars = offsets[t], offsets[t + 1], 0
+        while end < stop:
+            if (data[end] & 0xC0) != 0x80:
+                if chars == max_chars:
+                    break
+                chars += 1
+            end += 1
+        ends[t] = end
+    return ends
 
 
 @nb.njit(cache=True)
@@ -65,8 +126,8 @@ def _hidden_kernel(
     word_bytes: np.ndarray,
     word_offsets: np.ndarray,
     word_slots: np.ndarray,
-    bucket_keys: np.ndarray,
-    bucket_rows: np.ndarray,
+    bucket_bits: np.ndarray,
+    bucket_ranks: np.ndarray,
     pruned: bool,
     nwords: int,
     eos: int,
@@ -78,24 +139,30 @@ def _hidden_kernel(
     n = len(offsets) - 1
     dim = rows.shape[1]
     hiddens = np.zeros((n, dim), np.float32)
-    char_starts = np.zeros(max_chars + 3, np.int64)
-    word_mask = len(word_slots) - 1
-    bucket_mask = len(bucket_keys) - 1
-    bow = np.uint8(60)  # "<"
-    eow = np.uint8(62)  # ">"
+    ends = _sample_ends(data, offsets, max_chars)
+    longest = 0
     for t in range(n):
-        start, stop = offsets[t], offsets[t + 1]
-        # The sample: the first max_chars characters.
-        end, chars = start, 0
-        while end < stop:
-            if (data[end] & 0xC0) != 0x80:
-                if chars == max_chars:
-                    break
-                chars += 1
-            end += 1
+        longest = max(longest, ends[t] - offsets[t])
+    # The bytes of "<token>", sign-extended as fastText hashes them, and its character starts.
+    token = np.empty(longest + 2, np.uint64)
+    char_starts = np.empty(longest + 3, np.int64)
+    word_mask = len(word_slots) - 1
+    # key % bucket as two multiplications (Lemire's fastmod), for a 32-bit key.
+    buckets = np.uint64(max(bucket, 1))
+    inverse = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets + np.uint64(1)
+    one = np.uint64(1)
+    # Tokens of up to _CACHED_BYTES bytes seen before in the batch, by hash: (offset in data,
+    # length, first entry in cached_rows, rows); their rows, in the order they were added.
+    cache = np.full((_CACHE_SLOTS, 4), -1, np.int64)
+    cache_mask = _CACHE_SLOTS - 1
+    cached_rows = np.empty(_CACHE_ROWS, np.int32)
+    filled = 0
+    entries = 0
+    for t in range(n):
+        end = ends[t]
         hidden = hiddens[t]
         count = 0
-        i = start
+        i = offsets[t]
         while i < end:
             if _is_space(data[i]):
                 i += 1
@@ -106,16 +173,43 @@ def _hidden_kernel(
                 h = _fnv_byte(h, data[j])
                 j += 1
             length = j - i
-            is_label = False
             if length >= 9:
                 is_label = True
                 for k in range(9):
                     if data[i + k] != _LABEL_BYTES[k]:
                         is_label = False
                         break
-            if is_label:
-                i = j
-                continue
+                if is_label:
+                    i = j
+                    continue
+            # A token seen before: its rows again, in the same order (the same float32 sums).
+            record = False
+            if length <= _CACHED_BYTES:
+                entry = h & cache_mask
+                hit = False
+                while cache[entry, 0] >= 0:
+                    if cache[entry, 1] == length:
+                        at = cache[entry, 0]
+                        hit = True
+                        for k in range(length):
+                            if data[at + k] != data[i + k]:
+                                hit = False
+                                break
+                        if hit:
+                            break
+                    entry = (entry + 1) & cache_mask
+                if hit:
+                    first = cache[entry, 2]
+                    for e in range(first, first + cache[entry, 3]):
+                        row = cached_rows[e]
+                        for d in range(dim):
+                            hidden[d] += rows[row, d]
+                    count += cache[entry, 3]
+                    i = j
+                    continue
+                # Room for the token's rows: its word, and at most maxn n-grams per character.
+                record = entries * 2 < _CACHE_SLOTS and filled + 1 + maxn * (length + 2) <= _CACHE_ROWS
+                first = filled
             # Vocabulary lookup.
             slot = h & word_mask
             wid = -1
@@ -136,49 +230,51 @@ def _hidden_kernel(
                 for d in range(dim):
                     hidden[d] += rows[wid, d]
                 count += 1
-            # Character starts of "<token>": "<" at 0, the token's characters, ">" last.
-            char_starts[0] = -1
+                if record:
+                    cached_rows[filled] = wid
+                    filled += 1
+            # "<token>": "<" is character 0, the token's characters follow, ">" is the last.
+            token[0] = np.uint64(60)
+            char_starts[0] = 0
             nch = 1
-            for k in range(i, j):
-                if (data[k] & 0xC0) != 0x80:
-                    char_starts[nch] = k
+            for k in range(length):
+                byte = data[i + k]
+                token[k + 1] = _signed_byte(byte)
+                if (byte & 0xC0) != 0x80:
+                    char_starts[nch] = k + 1
                     nch += 1
-            char_starts[nch] = j  # ">"
+            token[length + 1] = np.uint64(62)
+            char_starts[nch] = length + 1
             nch += 1
+            char_starts[nch] = length + 2
             for c in range(nch):
                 g = _FNV_OFFSET
-                for m in range(maxn):
-                    if c + m >= nch:
-                        break
-                    pos = char_starts[c + m]
-                    if pos == -1:
-                        g = _fnv_byte(g, bow)
-                    elif pos == j:
-                        g = _fnv_byte(g, eow)
-                    else:
-                        q = pos + 1
-                        while q < j and (data[q] & 0xC0) == 0x80:
-                            q += 1
-                        for r in range(pos, q):
-                            g = _fnv_byte(g, data[r])
-                    size = m + 1
-                    if size < minn or (size == 1 and (c == 0 or c + m == nch - 1)):
+                for m in range(min(maxn, nch - c)):
+                    for r in range(char_starts[c + m], char_starts[c + m + 1]):
+                        g = _fnv_step(g, token[r])
+                    if m + 1 < minn or (m == 0 and (c == 0 or c == nch - 1)):
                         continue
-                    key = np.int64(g) % bucket
+                    # (mypy reads the intrinsic's typing signature, with its context first.)
+                    key = np.int64(_mul_high(inverse * np.uint64(g), buckets))  # type: ignore[call-arg]
                     row = -1
                     if pruned:
-                        s = ((key * 2654435761) >> 7) & bucket_mask
-                        while bucket_keys[s] >= 0:
-                            if bucket_keys[s] == key:
-                                row = bucket_rows[s]
-                                break
-                            s = (s + 1) & bucket_mask
+                        bits = bucket_bits[key >> 6]
+                        bit = np.uint64(key & 63)
+                        if (bits >> bit) & one:
+                            row = bucket_ranks[key >> 6] + np.int64(_popcount(bits & ((one << bit) - one)))
                     else:
                         row = nwords + key
                     if row >= 0:
                         for d in range(dim):
                             hidden[d] += rows[row, d]
                         count += 1
+                        if record:
+                            cached_rows[filled] = row
+                            filled += 1
+            if record:
+                cache[entry, 0], cache[entry, 1] = i, length
+                cache[entry, 2], cache[entry, 3] = first, filled - first
+                entries += 1
             i = j
         if eos >= 0:
             for d in range(dim):
@@ -286,17 +382,6 @@ def _softmax_kernel(hiddens: np.ndarray, output: np.ndarray) -> np.ndarray:
 _LABEL_BYTES = np.frombuffer(_LABEL_PREFIX, np.uint8).copy()
 
 
-def utf8_buffers(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """The UTF-8 data buffer and int64 offsets of a string array (nulls as empty strings)."""
-    if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
-    texts = texts.cast(pa.large_string()).fill_null("")
-    buffers = texts.buffers()
-    offsets = np.frombuffer(buffers[1], np.int64)[texts.offset : texts.offset + len(texts) + 1]
-    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
-    return data, offsets
-
-
 @dataclass
 class Prediction:
     """Per text: the most probable label (index into `FastTextModel.labels`), its probability, and
@@ -318,8 +403,8 @@ def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, 
         model.word_bytes,
         model.word_offsets,
         model.word_slots,
-        model.bucket_keys,
-        model.bucket_rows,
+        model.bucket_bits,
+        model.bucket_ranks,
         model.pruned,
         model.nwords,
         model.eos,

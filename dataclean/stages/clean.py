@@ -34,13 +34,14 @@ import unicodedata
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.stage import Stage, with_drops
-from dataclean.text.mojibake import repair_lines
+from dataclean.text.mojibake import mojibake_pair_flags, repair_lines
 from dataclean.text.repetition import repetition_flags
 
 # Any character that the removal steps may change, or that counts as garbage: the fast-path test.
@@ -64,26 +65,39 @@ Normalization = Literal["none", "NFC", "NFKC"]
 
 
 def _clean(
-    text: str, normalization: Normalization, fix_mojibake: bool, unescape_html: bool
+    text: str,
+    normalization: Normalization,
+    fix_mojibake: bool,
+    unescape_html: bool,
+    may_have_pairs: bool = True,
 ) -> tuple[str, int, int]:
-    """(cleaned text, characters removed or replaced, garbage characters before removal)."""
+    """(cleaned text, characters removed or replaced, garbage characters before removal);
+    `may_have_pairs=False` when `mojibake_pair_flags` found no mojibake pair in `text`."""
     suspect = _SUSPECT.search(text)
     if fix_mojibake or unescape_html:
         # Without suspect characters there is no C1 character for the repair to look for.
-        repaired = repair_lines(text, fix_mojibake, unescape_html, may_have_c1=suspect is not None)
+        repaired = repair_lines(
+            text, fix_mojibake, unescape_html, may_have_c1=suspect is not None, may_have_pairs=may_have_pairs
+        )
         if repaired is not text:
             text, suspect = repaired, _SUSPECT.search(repaired)
     if suspect is None:
         if normalization != "none":
             text = unicodedata.normalize(normalization, text)
         return text, 0, 0
-    garbage = len(_GARBAGE.findall(text))
-    lines = joiners = 0
-    if "\r" in text or "\u2028" in text or "\u2029" in text:
+    # Every character the steps below count, remove or replace is a suspect one, and no step
+    # adds or removes another step's characters: collect the suspects in one scan, count the
+    # garbage among them, and run only the steps whose characters are there.
+    found = "".join(_SUSPECT.findall(text, suspect.start()))
+    garbage = len(_GARBAGE.findall(found))
+    lines = removed = spaces = joiners = 0
+    if "\r" in found or "\u2028" in found or "\u2029" in found:
         text, lines = _LINE_SEPARATORS.subn("\n", text)
-    text, removed = _REMOVE.subn("", text)
-    text, spaces = _SPACES.subn(" ", text)
-    if "\u200c" in text or "\u200d" in text:
+    if _REMOVE.search(found):
+        text, removed = _REMOVE.subn("", text)
+    if _SPACES.search(found):
+        text, spaces = _SPACES.subn(" ", text)
+    if "\u200c" in found or "\u200d" in found:
         text, joiners = _EDGE_JOINERS.subn("", text)
     if normalization != "none":
         text = unicodedata.normalize(normalization, text)
@@ -139,8 +153,12 @@ class CleanText(Stage):
         removed: list[int] = []
         reasons: list[str | None] = []
         changed: list[bool] = []
-        for text, bad_bytes in zip(texts, bad, strict=True):
-            new, count, garbage = _clean(text, self.normalization, self.fix_mojibake, self.unescape_html)
+        # One compiled pass over the batch's bytes rules out mojibake pairs in most rows.
+        pairs = mojibake_pair_flags(table.column(C.TEXT)) if self.fix_mojibake else np.zeros(len(texts), bool)
+        for text, bad_bytes, may_have_pairs in zip(texts, bad, pairs.tolist(), strict=True):
+            new, count, garbage = _clean(
+                text, self.normalization, self.fix_mojibake, self.unescape_html, may_have_pairs
+            )
             cleaned.append(new)
             removed.append(count)
             changed.append(new is not text and new != text)
@@ -150,24 +168,26 @@ class CleanText(Stage):
                 reasons.append("garbage")
             else:
                 reasons.append(None)
-        if self.max_repeat_chars:
-            flags = repetition_flags(cleaned, self.max_repeat_period, self.max_repeat_chars)
-            reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
         text_array = _replaced(table.column(C.TEXT), cleaned, changed)
+        if self.max_repeat_chars:  # on the cleaned Arrow column's bytes, in place
+            flags = repetition_flags(text_array, self.max_repeat_period, self.max_repeat_chars)
+            reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         return with_drops(table, reasons)
 
     def compile_kernels(self) -> None:
-        """The repetition scan's kernel, when the stage runs it."""
+        """The repetition scan's kernel and the mojibake pair scan's, when the stage runs them."""
         if self.max_repeat_chars:
             repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
+        if self.fix_mojibake:
+            mojibake_pair_flags(pa.array(["cafÃ© ab"], pa.string()))
 
 
 def _replaced(column: pa.ChunkedArray, cleaned: list[str], changed: list[bool]) -> pa.Array:
     """The text column with the changed rows replaced: most rows are unchanged, and converting
     every Python string back to Arrow would cost more than cleaning them."""
-    original = column.combine_chunks()
+    original = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     if original.type != pa.string():
         original = original.cast(pa.string())
     if not any(changed):

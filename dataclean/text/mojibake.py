@@ -22,7 +22,9 @@ ISO-8859-2, MacRoman, cp437):
   before it in the text (ftfy's "auto" rule: after a `<` the text is HTML, whose entities mean
   what they say), so mojibake under an entity (`10Î&frac14;s` -> `10μs`) is repaired too.
 ASCII text without `&` costs one `str.isascii`; other text without these costs two regex scans
-and two substring tests. tests/test_mojibake.py measures the agreement with `ftfy.fix_text` on
+and two substring tests, or one scan when `mojibake_pair_flags` (a compiled pass over a batch's
+UTF-8 bytes, most texts have no pair) already ruled the pairs out.
+tests/test_mojibake.py measures the agreement with `ftfy.fix_text` on
 real-world mojibake, on real lines broken through five code pages and on odd but correct text.
 """
 
@@ -33,8 +35,13 @@ from functools import lru_cache
 
 import ftfy
 import ftfy.bad_codecs  # registers the sloppy-windows-* codecs that CHARMAP_ENCODINGS names
+import numba
+import numpy as np
+import pyarrow as pa
 from ftfy.badness import BADNESS_RE, MOJIBAKE_CATEGORIES
 from ftfy.chardata import CHARMAP_ENCODINGS, HTML_ENTITY_RE
+
+from dataclean.text.utf8 import utf8_buffers
 
 _C1 = re.compile("[\x80-\x9f]")
 # ftfy also repairs these lead bytes when their continuation byte 0xA0 became a plain space
@@ -85,13 +92,66 @@ def _tables() -> tuple[re.Pattern[str], frozenset[str]]:
     return pattern, frozenset(pairs)
 
 
-def _bad_lines(text: str, may_have_c1: bool = True) -> set[int]:
-    """Start offsets of the lines with a mojibake pair that ftfy's detector flags, or a C1 char
-    (looked for only if `may_have_c1`)."""
+@lru_cache(maxsize=1)
+def _pair_masks() -> tuple[np.ndarray, np.ndarray]:
+    """Per BMP code point, a bit per encoding of `CHARMAP_ENCODINGS` in which it is a lead
+    character (as `_tables` has them), and one in which it is a continuation character: a pair
+    is in `_tables()[1]` exactly when its lead's bits and its continuation's bits meet."""
+    lead = np.zeros(0x10000, np.uint16)
+    continuation = np.zeros(0x10000, np.uint16)
+    for bit, encoding in enumerate(CHARMAP_ENCODINGS):
+        for char in set(bytes(range(0xC2, 0xF5)).decode(encoding)) - set(map(chr, range(0x80))):
+            lead[ord(char)] |= 1 << bit
+        for char in set(bytes(range(0x80, 0xC0)).decode(encoding)):
+            continuation[ord(char)] |= 1 << bit
+    return lead, continuation
+
+
+@numba.njit(cache=True)
+def _pair_kernel(data, offsets, lead, continuation):  # type: ignore[no-untyped-def]
+    found = np.zeros(len(offsets) - 1, np.bool_)
+    for text in range(len(offsets) - 1):
+        i, stop, previous = offsets[text], offsets[text + 1], 0
+        while i < stop:
+            byte = data[i]
+            if byte < 0x80:
+                previous = 0
+                i += 1
+                continue
+            if byte < 0xE0:
+                code, size = np.int64(byte & 0x1F), 2
+            elif byte < 0xF0:
+                code, size = np.int64(byte & 0x0F), 3
+            else:
+                code, size = np.int64(byte & 0x07), 4
+            for k in range(1, size):
+                code = (code << 6) | np.int64(data[i + k] & 0x3F)
+            i += size
+            if code >= 0x10000:
+                previous = 0
+                continue
+            if previous & continuation[code]:
+                found[text] = True
+                break
+            previous = lead[code]
+    return found
+
+
+def mojibake_pair_flags(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per text of an Arrow string array (read in place), whether it holds a lead character
+    followed by a continuation character that one encoding explains: `repair_lines` can skip its
+    pair search (`may_have_pairs=False`) for the others, most texts."""
+    data, offsets = utf8_buffers(texts)
+    return np.asarray(_pair_kernel(data, offsets, *_pair_masks()), dtype=bool)
+
+
+def _bad_lines(text: str, may_have_c1: bool = True, may_have_pairs: bool = True) -> set[int]:
+    """Start offsets of the lines with a mojibake pair that ftfy's detector flags (looked for
+    only if `may_have_pairs`), or a C1 char (looked for only if `may_have_c1`)."""
     pattern, pairs = _tables()
     needed = _needed()
     starts: set[int] = set()
-    searches = [pattern.finditer(text)]
+    searches = [pattern.finditer(text)] if may_have_pairs else []
     if "Â" in text or "Ã" in text:
         searches.append(_LOST_CONTINUATION.finditer(text))
     for matches in searches:
@@ -136,14 +196,19 @@ def _with_html(fix_encoding: bool) -> ftfy.TextFixerConfig:
 
 
 def repair_lines(
-    text: str, fix_encoding: bool = True, unescape_html: bool = True, may_have_c1: bool = True
+    text: str,
+    fix_encoding: bool = True,
+    unescape_html: bool = True,
+    may_have_c1: bool = True,
+    may_have_pairs: bool = True,
 ) -> str:
     """`text` with its mojibake and HTML-entity lines repaired by ftfy (see the module docstring);
     `text` itself when nothing changes. `may_have_c1=False` (the caller knows there is no
-    U+0080-U+009F) skips the search for C1 characters."""
+    U+0080-U+009F) skips the search for C1 characters, `may_have_pairs=False` (the caller knows
+    from `mojibake_pair_flags` that there is no mojibake pair) the search for pairs."""
     if text.isascii() and "&" not in text:
         return text
-    starts = _bad_lines(text, may_have_c1) if fix_encoding else set()
+    starts = _bad_lines(text, may_have_c1, may_have_pairs) if fix_encoding else set()
     entities = _entity_lines(text) if unescape_html and "&" in text else set()
     if not starts and not entities:
         return text
