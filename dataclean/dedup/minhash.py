@@ -112,9 +112,13 @@ def _signature_kernel(
         if keep_hashes:
             if position + count > len(kept):
                 grown = np.empty(max(2 * len(kept), position + count), dtype=np.uint32)
-                grown[:position] = kept[:position]
+                # Element loops, not slice copies: a slice copy compiles numba's shape-mismatch
+                # error message (string formatting), about 1 s of a first run's compile time.
+                for k in range(position):
+                    grown[k] = kept[k]
                 kept = grown
-            kept[position : position + count] = hashed[:count]
+            for k in range(count):
+                kept[position + k] = hashed[k]
             position += count
             hash_offsets[row + 1] = position
         _min_permuted(mixed, count, a, b, signatures[row])

@@ -32,8 +32,6 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import types
-from numba.typed import Dict
 
 from dataclean.dedup.partition import (
     SourceFile,
@@ -242,6 +240,28 @@ def _agreement(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float
     return same / length
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, 2**64 / golden ratio
+
+
+@nb.njit(cache=True)
+def _table_bits(size: int) -> int:
+    # At least twice as many slots as keys (and 2): a linear probe stays short.
+    bits = 1
+    while (1 << bits) < 2 * size:
+        bits += 1
+    return bits
+
+
+@nb.njit(cache=True)
+def _slot(keys: np.ndarray, filled: np.ndarray, key: np.uint64, bits: int) -> int:
+    # Where `key` is in an open-addressing table, or the empty slot it would go to.
+    mask = (1 << bits) - 1
+    i = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+    while filled[i] and keys[i] != key:
+        i = (i + 1) & mask
+    return i
+
+
 @nb.njit(cache=True)
 def _decide_kernel(
     earlier: np.ndarray,
@@ -260,30 +280,37 @@ def _decide_kernel(
     target = np.arange(count)
     score = np.full(count, np.nan)
     # Keys and exact hashes never cross components (rows sharing one are connected), so one
-    # table per partition serves every component in it.
-    first_with_text = Dict.empty(key_type=types.uint64, value_type=types.int64)
-    head = Dict.empty(key_type=types.uint64, value_type=types.int64)
+    # table per partition serves every component in it. Open-addressing tables in arrays, not
+    # numba's typed Dict, which costs about a second more to compile on a first run.
+    bits = _table_bits(max(count, len(key_values)))
+    text_keys = np.empty(1 << bits, dtype=np.uint64)
+    text_filled = np.zeros(1 << bits, dtype=np.bool_)
+    first_with_text = np.empty(1 << bits, dtype=np.int64)  # row of each exact hash
+    head_keys = np.empty(1 << bits, dtype=np.uint64)
+    head_filled = np.zeros(1 << bits, dtype=np.bool_)
+    head = np.empty(1 << bits, dtype=np.int64)  # latest entry of each key
     entry_center = np.empty(len(key_values), dtype=np.int64)
     entry_next = np.empty(len(key_values), dtype=np.int64)
     entries = 0
     seen = np.full(count, -1, dtype=np.int64)
     for x in range(count):
-        if do_exact and not earlier[x] and exact_hash[x] in first_with_text:
-            rep = first_with_text[exact_hash[x]]
+        text_slot = _slot(text_keys, text_filled, exact_hash[x], bits) if do_exact else 0
+        if do_exact and not earlier[x] and text_filled[text_slot]:
+            rep = first_with_text[text_slot]
             if kind[rep] == NEAR:
                 kind[x], target[x], score[x] = NEAR, target[rep], score[rep]
             else:
                 kind[x], target[x], score[x] = EXACT, rep, 1.0
                 kind[rep] = KEPT
             continue
-        if do_exact and exact_hash[x] not in first_with_text:
-            first_with_text[exact_hash[x]] = x
+        if do_exact and not text_filled[text_slot]:
+            text_keys[text_slot], text_filled[text_slot], first_with_text[text_slot] = exact_hash[x], True, x
         if do_near and not earlier[x]:
             best = -1
             best_similarity = -1.0
             for k in range(key_offsets[x], key_offsets[x + 1]):
-                # (typed Dict.get returns an Optional that numba cannot index with)
-                entry = head[key_values[k]] if key_values[k] in head else -1  # noqa: SIM401
+                key_slot = _slot(head_keys, head_filled, key_values[k], bits)
+                entry = head[key_slot] if head_filled[key_slot] else -1
                 while entry >= 0:
                     center = entry_center[entry]
                     entry = entry_next[entry]
@@ -306,9 +333,9 @@ def _decide_kernel(
         if do_near:  # x is kept: later members may be its near duplicates
             for k in range(key_offsets[x], key_offsets[x + 1]):
                 entry_center[entries] = x
-                previous = head[key_values[k]] if key_values[k] in head else -1  # noqa: SIM401
-                entry_next[entries] = previous
-                head[key_values[k]] = entries
+                key_slot = _slot(head_keys, head_filled, key_values[k], bits)
+                entry_next[entries] = head[key_slot] if head_filled[key_slot] else -1
+                head_keys[key_slot], head_filled[key_slot], head[key_slot] = key_values[k], True, entries
                 entries += 1
     return kind, target, score
 
