@@ -41,7 +41,7 @@ import pyarrow as pa
 from ftfy.badness import BADNESS_RE, MOJIBAKE_CATEGORIES
 from ftfy.chardata import CHARMAP_ENCODINGS, HTML_ENTITY_RE
 
-from dataclean.text.utf8 import utf8_buffers
+from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 _C1 = re.compile("[\x80-\x9f]")
 # ftfy also repairs these lead bytes when their continuation byte 0xA0 became a plain space
@@ -118,14 +118,7 @@ def _pair_kernel(data, offsets, lead, continuation):  # type: ignore[no-untyped-
                 previous = 0
                 i += 1
                 continue
-            if byte < 0xE0:
-                code, size = np.int64(byte & 0x1F), 2
-            elif byte < 0xF0:
-                code, size = np.int64(byte & 0x0F), 3
-            else:
-                code, size = np.int64(byte & 0x07), 4
-            for k in range(1, size):
-                code = (code << 6) | np.int64(data[i + k] & 0x3F)
+            code, size = decode_code_point(data, i)
             i += size
             if code >= 0x10000:
                 previous = 0

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataclean.text.mojibake import pair_masks
-from dataclean.text.utf8 import utf8_buffers
+from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 GARBAGE, REMOVE, SPACE, NEWLINE, CR, FALLBACK, WHITESPACE, AMPERSAND = 1, 2, 4, 8, 16, 32, 64, 128
 # ftfy's HTML entity (`ftfy.chardata.HTML_ENTITY_RE`, which tests/test_clean.py pins): "&", "#"
@@ -85,23 +85,6 @@ def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True)
-def _decode(data, i):  # type: ignore[no-untyped-def]
-    """The code point starting at byte i (of valid UTF-8) and its length in bytes."""
-    byte = data[i]
-    if byte < 0x80:
-        return np.int64(byte), 1
-    if byte < 0xE0:
-        code, size = np.int64(byte & 0x1F), 2
-    elif byte < 0xF0:
-        code, size = np.int64(byte & 0x0F), 3
-    else:
-        code, size = np.int64(byte & 0x07), 4
-    for k in range(1, size):
-        code = (code << 6) | np.int64(data[i + k] & 0x3F)
-    return code, size
-
-
-@nb.njit(cache=True)
 def _removal_kernel(data, offsets, classes, lead, continuation, find_pairs):  # type: ignore[no-untyped-def]
     n = len(offsets) - 1
     out = np.empty(max(offsets[n] - offsets[0], 1), np.uint8)
@@ -129,7 +112,7 @@ def _removal_kernel(data, offsets, classes, lead, continuation, find_pairs):  # 
                 white = False
                 previous = np.uint16(0)
                 continue
-            code, size = _decode(data, i)
+            code, size = decode_code_point(data, i)
             if code >= 0x80 and code < 0x10000 and find_pairs:
                 if previous & continuation[code]:
                     pairs[t] = python[t] = True
@@ -178,7 +161,7 @@ def _removal_kernel(data, offsets, classes, lead, continuation, find_pairs):  # 
         if python[t]:  # the original bytes, for the Python path to replace
             # Whether the rest holds a pair, as the pair search of the Python path wants to know.
             while find_pairs and not pairs[t] and i < stop:
-                code, size = _decode(data, i)
+                code, size = decode_code_point(data, i)
                 if code >= 0x80 and code < 0x10000:
                     if previous & continuation[code]:
                         pairs[t] = True

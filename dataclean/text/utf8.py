@@ -1,15 +1,33 @@
 """The UTF-8 bytes and offsets of an Arrow string array, for numba kernels, without a copy.
 
-Kernels that walk text (language identification, the repetition check) read an array's UTF-8
-data buffer and its offsets directly: a `string` array's int32 offsets are widened (one small
-array per batch), its data is not copied. Only an array with nulls is rewritten (nulls as empty
+Kernels that walk text (language identification, the repetition check, clean's byte pass) read an
+array's UTF-8 data buffer and its offsets directly: a `string` array's int32 offsets are widened
+(one small array per batch), its data is not copied. Only an array with nulls is rewritten (nulls as empty
 strings), since a null slot's bytes are not defined by Arrow.
 """
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
+
+
+@nb.njit(cache=True)
+def decode_code_point(data, i):  # type: ignore[no-untyped-def]
+    """The code point starting at byte i of valid UTF-8 `data`, and its length in bytes."""
+    byte = data[i]
+    if byte < 0x80:
+        return np.int64(byte), 1
+    if byte < 0xE0:
+        code, size = np.int64(byte & 0x1F), 2
+    elif byte < 0xF0:
+        code, size = np.int64(byte & 0x0F), 3
+    else:
+        code, size = np.int64(byte & 0x07), 4
+    for k in range(1, size):
+        code = (code << 6) | np.int64(data[i + k] & 0x3F)
+    return code, size
 
 
 def utf8_buffers(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
