@@ -4,7 +4,7 @@ Two texts whose signatures agree on every row of at least one band become candid
 Jaccard J that happens with probability 1 - (1 - J**rows)**bands. datasketch's `MinHashLSH`
 picks (bands, rows) minimizing a weighted sum of the false-positive and false-negative areas
 around the threshold; with its default equal weights, threshold 0.8 gives b=9, r=13, which
-found only 61% of the pairs with true Jaccard in [0.8, 0.9) on this project's corpus (NOTES.md).
+found only 61% of the pairs with true Jaccard in [0.8, 0.9) on this project's corpus (docs/measurements.md).
 Dedup weighs false negatives 49:1 instead (b=23, r=5 at 0.7; b=17, r=7 at 0.8: a pair exactly
 at the threshold becomes a candidate with probability 0.985 and 0.982) and removes the extra
 false positives afterwards by checking every candidate's Jaccard (exact or estimated). The

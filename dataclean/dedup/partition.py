@@ -6,7 +6,7 @@ task per summary file (`PartitionKeys`) writes one Arrow IPC file whose record b
 batch p of every file, sorts by (key, node) and turns each bucket of equal keys into star edges
 from every member to the bucket's smallest node, which connect the same components as all pairs
 (k - 1 edges per bucket instead of k(k - 1)/2). Files, not Ray's object store or Ray Data's
-groupby: on this machine those were 2-8x slower and spilled (NOTES.md). They live in the fit's
+groupby: on this machine those were 2-8x slower and spilled (docs/measurements.md). They live in the fit's
 scratch folder on whatever filesystem the output is on (`dataclean.io.files`); a reduce task
 reads one record batch of each file, which is a ranged read on an object store and a memory map
 on a local disk.

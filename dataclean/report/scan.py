@@ -4,7 +4,7 @@
 `data/`, `excluded/` or `quarantined/` row group by row group with only the columns asked for
 (files written with other columns simply lack them), so a report over a terabyte output reads its
 ids, reasons and scores, not its text. `id_hashes` turns ids into 64-bit integers for set
-operations and id-hash sampling (any sampling hashes the id, see STYLE.md).
+operations and id-hash sampling (any sampling hashes the id, see docs/measurements.md).
 """
 
 from __future__ import annotations
