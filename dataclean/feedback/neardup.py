@@ -5,7 +5,8 @@ Texts are compared as sets of character 5-grams of their lower-cased, whitespace
 LSH (128 permutations in 16 bands of 8 rows: pairs at Jaccard 0.8 collide with probability 0.98,
 at 0.5 with 0.06) and are verified on the exact Jaccard of the 5-gram sets, which the team
 measured (docs/measurements.md) at precision 0.95 / recall 0.98 against LSH alone at 0.61
-recall. Everything is vectorized numpy per text (no Python call per shingle): a few tens of microseconds per row.
+recall. Everything is vectorized numpy per text (no Python call per shingle): a few tens of
+microseconds per row.
 Two cheap tests skip most rows before the signature: their shingle count must allow Jaccard >= t
 with some indexed text (|A| / |B| in [t, 1/t]), and at least t * |A| of their shingles must occur
 in the indexed texts at all.
