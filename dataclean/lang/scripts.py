@@ -17,6 +17,8 @@ from functools import lru_cache
 import numba as nb
 import numpy as np
 
+from dataclean.text.utf8 import decode_code_point
+
 LETTER, HAN, KANA, LATIN = 0, 1, 2, 3
 
 
@@ -41,17 +43,7 @@ def _count_kernel(data: np.ndarray, offsets: np.ndarray, max_chars: int, classes
     for t in range(n):
         i, stop, chars = offsets[t], offsets[t + 1], 0
         while i < stop and chars < max_chars:
-            lead = data[i]
-            if lead < 0x80:
-                cp, size = np.int64(lead), 1
-            elif lead < 0xE0:
-                cp, size = np.int64(lead & 0x1F), 2
-            elif lead < 0xF0:
-                cp, size = np.int64(lead & 0x0F), 3
-            else:
-                cp, size = np.int64(lead & 0x07), 4
-            for k in range(1, size):
-                cp = (cp << 6) | np.int64(data[i + k] & 0x3F)
+            cp, size = decode_code_point(data, i)
             i += size
             chars += 1
             if cp < 0x10000:

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from dataclean.text.utf8 import utf8_buffers
+from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 
 @numba.njit(cache=True)
@@ -53,17 +53,7 @@ def _find_runs(data, offsets, max_period, min_chars):  # type: ignore[no-untyped
         n = 0
         i, stop = offsets[doc], offsets[doc + 1]
         while i < stop:
-            lead = data[i]
-            if lead < 0x80:
-                code, size = np.uint32(lead), 1
-            elif lead < 0xE0:
-                code, size = np.uint32(lead & 0x1F), 2
-            elif lead < 0xF0:
-                code, size = np.uint32(lead & 0x0F), 3
-            else:
-                code, size = np.uint32(lead & 0x07), 4
-            for k in range(1, size):
-                code = (code << np.uint32(6)) | np.uint32(data[i + k] & 0x3F)
+            code, size = decode_code_point(data, i)
             i += size
             if not _is_space(code):
                 buffer[n] = code
