@@ -13,7 +13,7 @@ import numba as nb
 import numpy as np
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _find(parent: np.ndarray, node: int) -> int:
     while parent[node] != node:
         parent[node] = parent[parent[node]]  # path halving

@@ -25,12 +25,12 @@ _P64_5 = np.uint64(2870177450012600261)
 _M32 = np.uint64(0xFFFFFFFF)
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _rotl64(x: np.uint64, r: int) -> np.uint64:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _read32(buf: np.ndarray, i: int) -> np.uint32:
     # Unsigned indices: no negative-index wraparound code, so LLVM merges the four byte loads.
     j = nb.uint64(i)
@@ -42,19 +42,19 @@ def _read32(buf: np.ndarray, i: int) -> np.uint32:
     )
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _read64(buf: np.ndarray, i: int) -> np.uint64:
     return np.uint64(_read32(buf, i)) | (np.uint64(_read32(buf, i + 4)) << np.uint64(32))
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _round64(acc: np.uint64, lane: np.uint64) -> np.uint64:
     acc = acc + lane * _P64_2
     acc = _rotl64(acc, 31)
     return acc * _P64_1
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _merge64(acc: np.uint64, val: np.uint64) -> np.uint64:
     acc = acc ^ _round64(np.uint64(0), val)
     return acc * _P64_1 + _P64_4

@@ -55,7 +55,7 @@ def _fmix32(h: np.uint32) -> np.uint32:
     return np.uint32(h ^ (h >> np.uint32(16)))
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _min_permuted(mixed: np.ndarray, count: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     # Four permutations per pass over the shingles: LLVM vectorizes the inner loop over shingles
     # with four running minima (about 3x faster than one permutation per pass).

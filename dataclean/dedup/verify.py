@@ -229,7 +229,7 @@ def _jaccard(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
     return common / (size - common)
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _agreement(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
     length = offsets[a + 1] - offsets[a]
     if length == 0 or length != offsets[b + 1] - offsets[b]:
@@ -243,7 +243,7 @@ def _agreement(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, 2**64 / golden ratio
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _table_bits(size: int) -> int:
     # At least twice as many slots as keys (and 2): a linear probe stays short.
     bits = 1
@@ -252,7 +252,7 @@ def _table_bits(size: int) -> int:
     return bits
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _slot(keys: np.ndarray, filled: np.ndarray, key: np.uint64, bits: int) -> int:
     # Where `key` is in an open-addressing table, or the empty slot it would go to.
     mask = (1 << bits) - 1

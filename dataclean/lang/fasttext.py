@@ -100,7 +100,7 @@ def _is_space(byte: np.uint8) -> bool:
     return byte == 32 or byte == 10 or byte == 13 or byte == 9 or byte == 11 or byte == 12 or byte == 0
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _sample_ends(data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.ndarray:
     """The byte offset where each text's first `max_chars` characters end."""
     n = len(offsets) - 1

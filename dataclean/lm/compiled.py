@@ -67,7 +67,7 @@ RESET = np.float32(100000.0)
 CHUNK = 1 << 16
 
 
-@numba.njit(cache=True)
+@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _decode_utf8(data, position, stop):  # type: ignore[no-untyped-def]
     """(code point, next position); an invalid or truncated sequence reads as U+FFFD."""
     lead = data[position]
@@ -259,8 +259,7 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
     return used, n_lines
 
 
-@numba.njit(cache=True)
-def _work(size):  # type: ignore[no-untyped-def]
+def _work(size: int) -> tuple[np.ndarray, ...]:
     """Buffers for `size` code points: codes, char ids, word ends, and the search's arrays."""
     return (
         np.empty(size, np.int64),
@@ -278,35 +277,32 @@ def _work(size):  # type: ignore[no-untyped-def]
     )
 
 
-@numba.njit(cache=True)
 def _tokenize(data, offsets, index, pool, expansion, tables, cache):  # type: ignore[no-untyped-def]
     """Tokenize each text data[offsets[i]:offsets[i + 1]]: (UTF-8 lines, each line's text, each
     line's pieces, unsafe texts)."""
     char_ids = tables[0]
     n_rows = len(offsets) - 1
-    out = np.empty(2 * (offsets[-1] - offsets[0]) + 64, np.uint8)
+    out = np.empty(2 * int(offsets[-1] - offsets[0]) + 64, np.uint8)
     lines = np.empty((2, n_rows + 16), np.int64)  # each line's text and piece count
     unsafe = np.zeros(n_rows, np.bool_)
-    codes, ids, ends, work = _work(np.int64(CHUNK))
-    used = n_lines = row = np.int64(0)  # int64 from the start (see _segment)
+    codes, ids, ends, work = _work(CHUNK)
+    used = n_lines = row = 0
     while row < n_rows:
-        most = expansion * (offsets[row + 1] - offsets[row]) + 2
+        most = expansion * int(offsets[row + 1] - offsets[row]) + 2
         if most > len(codes):
             codes, ids, ends, work = _work(2 * most)
         row, n_words = _normalize(
             data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe
         )
         # Room for the worst case: every character a one-character word.
-        n_codes = ends[0, n_words - 1] if n_words > 0 else 0
+        n_codes = int(ends[0, n_words - 1]) if n_words > 0 else 0
         if used + 9 * n_codes + 1 > len(out):
             bigger = np.empty(max(2 * len(out), used + 9 * n_codes + 1), np.uint8)
-            for k in range(used):  # element loops, not slice copies (see the module docstring)
-                bigger[k] = out[k]
+            bigger[:used] = out[:used]
             out = bigger
         if n_lines + n_words > lines.shape[1]:
             more = np.empty((2, max(2 * lines.shape[1], n_lines + n_words)), np.int64)
-            for k in range(n_lines):
-                more[0, k], more[1, k] = lines[0, k], lines[1, k]
+            more[:, :n_lines] = lines[:, :n_lines]
             lines = more
         used, n_lines = _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n_lines)
     return out[:used], lines[0, :n_lines].copy(), lines[1, :n_lines].copy(), unsafe
@@ -404,18 +400,17 @@ def count_words(texts: pa.Array | pa.ChunkedArray) -> int:
     return int(_count_words(data, offsets, table.index, table.pool, table.expansion))
 
 
-@numba.njit(cache=True)
-def _count_words(data, offsets, index, pool, expansion):  # type: ignore[no-untyped-def]
+def _count_words(data: np.ndarray, offsets: np.ndarray, index: np.ndarray, pool: np.ndarray, expansion: int) -> int:
     char_ids = np.zeros(WORD_START + 1, np.int64)
-    codes, ids, ends, _ = _work(np.int64(CHUNK))
+    codes, ids, ends, _ = _work(CHUNK)
     unsafe = np.zeros(len(offsets) - 1, np.bool_)
-    words = row = np.int64(0)
+    words = row = 0
     while row < len(offsets) - 1:
-        most = expansion * (offsets[row + 1] - offsets[row]) + 2
+        most = expansion * int(offsets[row + 1] - offsets[row]) + 2
         if most > len(codes):
             codes, ids, ends, _ = _work(2 * most)
         row, n_words = _normalize(
             data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe
         )
         words += n_words
-    return words
+    return int(words)

@@ -156,7 +156,7 @@ def slot(key: int, mask: int) -> int:
     return (mixed ^ (mixed >> 29)) & mask
 
 
-@numba.njit(cache=True)
+@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def child(node, char_id, width, root_children, edge_keys, edge_nodes):  # type: ignore[no-untyped-def]
     """The trie node one character (`char_id`) below `node`, or -1."""
     if char_id == 0:

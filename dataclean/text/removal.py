@@ -67,7 +67,7 @@ def char_classes(
     return classes
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
     """Whether an HTML entity's name and ";" follow an "&" (at i - 1)."""
     if i < stop and data[i] == 35:  # "#"

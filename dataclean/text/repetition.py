@@ -24,12 +24,12 @@ import pyarrow as pa
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 
-@numba.njit(cache=True)
+@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _is_space(c: int) -> bool:
     return c == 32 or (9 <= c <= 13) or c == 0xA0 or c == 0x3000 or (0x2000 <= c <= 0x200A)
 
 
-@numba.njit(cache=True)
+@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _is_wordlike(c: int) -> bool:
     """Letters and digits (approximately: ASCII alnum, or non-ASCII outside punctuation blocks)."""
     if c < 0x80:

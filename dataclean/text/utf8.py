@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 
-@nb.njit(cache=True)
+@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def decode_code_point(data, i):  # type: ignore[no-untyped-def]
     """The code point starting at byte i of valid UTF-8 `data`, and its length in bytes."""
     byte = data[i]
