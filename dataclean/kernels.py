@@ -1,9 +1,9 @@
 """Numba's compiled kernels across a run's processes: one cache they all share, each kernel
 compiled once.
 
-A first run compiles every kernel the pipeline uses (about 14 s of CPU on a 2-core machine);
-later runs load them from numba's on-disk cache in milliseconds. Two things keep that first run
-short:
+A first run compiles every kernel the pipeline uses (about 10 s of CPU in all; `dataclean.jit`
+says how the kernels are written to compile little); later runs load them from numba's on-disk
+cache in milliseconds. Three things keep that first run short:
 
 - `use_shared_cache`: one cache directory for the driver and every Ray worker, a per-user folder
   (`$XDG_CACHE_HOME/dataclean/numba`, by default `~/.cache/dataclean/numba`) unless
@@ -13,13 +13,17 @@ short:
   beside each source file, is not writable in a read-only install, and numba then falls back
   to a folder of its own: a kernel could be compiled again per install location.)
 - `compile_kernels`: before the first shard, the workers compile the kernels of each stage that
-  has some (`Stage.compile_kernels`), one stage per worker at a time, into that cache. Without
+  has some (`Stage.compile_kernels`), one stage per worker, the longest first
+  (`Stage.compile_seconds`), into that cache; the driver compiles the stages left over. Without
   it every worker process compiles every kernel itself when its first batch needs it: on two
-  workers the same 14 s twice, side by side. With it each kernel is compiled once, the stages'
+  workers the same work twice, side by side. With it each kernel is compiled once, the stages'
   kernels in parallel, and every other process loads them. When the cache is warm this costs
   one small task per stage (loading what the workers load anyway).
 - `compile_in_background`: `dataclean run` starts compiling dedup's kernels in the driver while
-  Ray starts (about 2-3 s when the driver only waits), and the workers take the other stages.
+  Ray starts (about 3 s when the driver only waits).
+
+The cache is shared on one machine only: on a cluster (`--address`), each node compiles, for its
+first batch, the kernels no process on it has compiled.
 """
 
 from __future__ import annotations
@@ -81,18 +85,28 @@ def compile_in_background(stages: Sequence[Any]) -> None:
 
 
 def compile_kernels(stages: Sequence[Any], executor: Any) -> None:
-    """Compile the kernels of `stages` on the executor's workers, each stage's once (module
-    docstring), except those this process compiles in the background, which it waits for. With
-    one worker there is nothing to share: the run compiles them as it goes."""
+    """Compile the kernels of `stages`, each stage's once (module docstring): the longest ones on
+    the executor's workers, one stage each, and those left over in this process once it has
+    compiled its own (`compile_in_background`), which it waits for. Left for the workers, a
+    left-over stage would wait for the first of them to finish while this process idles, then
+    compile alone at the end (2 s of a first run on 2 cores). With one worker there is nothing
+    to share: the run compiles the kernels as it goes."""
     with_kernels = _with_kernels(stages)
     elsewhere = [s for s in with_kernels if id(s) not in _BACKGROUND]
+    elsewhere.sort(key=lambda stage: -type(stage).compile_seconds)
     here = [_BACKGROUND.pop(id(s)) for s in with_kernels if id(s) in _BACKGROUND]
-    try:
-        if executor.workers > 1 and elsewhere:
-            executor.map(_compile, elsewhere)
-    finally:
-        for compiling in here:
-            compiling.result()
+    workers = executor.workers if executor.workers > 1 else 0
+    on_workers, left_over = elsewhere[:workers], elsewhere[workers:] if workers else []
+    with ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels") as pool:
+        remote = pool.submit(executor.map, _compile, on_workers) if on_workers else None
+        try:
+            for compiling in here:
+                compiling.result()
+            for stage in left_over:
+                _compile(stage)
+        finally:
+            if remote is not None:
+                remote.result()
 
 
 # A tiny corpus that takes every branch with a kernel: English and Chinese, near and exact

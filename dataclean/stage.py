@@ -40,6 +40,9 @@ class Stage(ABC):
 
     name: ClassVar[str]
     destination: ClassVar[str] = "excluded"
+    # About how long `compile_kernels` takes on a first run, in CPU seconds (as
+    # benchmarks/bench_compile.py measures it): the workers take the longest first.
+    compile_seconds: ClassVar[float] = 0.0
 
     def setup(self) -> None:  # noqa: B027 - optional hook, most stages need nothing
         """Load heavy resources once per worker process; called before the first batch."""

@@ -180,3 +180,38 @@ def test_the_driver_compiles_the_barriers_kernels_while_the_workers_take_the_oth
     compiled.clear()
     compile_kernels(stages, executor)  # nothing left in the background: all on the workers
     assert executor.mapped == ["row_local", "row_local", "barrier"]
+
+
+def test_the_workers_take_the_longest_stages_and_this_process_the_rest() -> None:
+    # Three stages for two workers: the two longest go to the workers, one each, and the shortest
+    # compiles here once this process is free, not on a worker after its first stage.
+    import threading
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import pyarrow as pa
+
+    from dataclean.kernels import compile_kernels
+    from dataclean.stage import Stage
+
+    compiled: dict[str, str] = {}
+
+    def stage(stage_name: str, seconds: float) -> Stage:
+        @dataclass
+        class Timed(Stage):
+            name: ClassVar[str] = stage_name
+            compile_seconds: ClassVar[float] = seconds
+
+            def __call__(self, table: pa.Table) -> pa.Table:
+                return table
+
+            def compile_kernels(self) -> None:
+                compiled[self.name] = threading.current_thread().name
+
+        return Timed()
+
+    executor = _Recorder()
+    compile_kernels([stage("short", 1.0), stage("long", 3.0), stage("middle", 2.0)], executor)
+    assert executor.mapped == ["long", "middle"]
+    assert compiled["short"] == threading.current_thread().name
+    assert compiled["long"] == compiled["middle"] != compiled["short"]  # the recorder's thread

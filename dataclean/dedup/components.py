@@ -12,8 +12,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from dataclean.jit import helper
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+@helper
 def _find(parent: np.ndarray, node: int) -> int:
     while parent[node] != node:
         parent[node] = parent[parent[node]]  # path halving
@@ -43,8 +45,8 @@ def _flatten(parent: np.ndarray) -> None:
 
 
 @nb.njit(cache=True)
-def _label_in_place(parent: np.ndarray) -> None:
-    grouped = np.zeros(len(parent), dtype=np.bool_)
+def _label_in_place(parent: np.ndarray, grouped: np.ndarray) -> None:
+    """-1 for each node alone in its component; `grouped` is zeros (`dataclean.jit`)."""
     for i in range(len(parent)):
         if parent[i] != i:
             grouped[i] = True
@@ -77,5 +79,5 @@ class Components:
         Computed in place (1 extra byte per node): the union-find is spent afterwards.
         """
         _flatten(self.parent)
-        _label_in_place(self.parent)
+        _label_in_place(self.parent, np.zeros(len(self.parent), dtype=np.bool_))
         return self.parent

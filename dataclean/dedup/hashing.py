@@ -1,8 +1,10 @@
-"""XXH64 as a numba kernel over byte ranges of an Arrow data buffer.
+"""XXH64 of byte ranges of an Arrow data buffer, equal to `xxhash.xxh64_intdigest`.
 
-Exact-text keys, band keys and ids are hashed inside compiled loops, so hashing never builds a
-Python `bytes` object per item. `xxh64` returns exactly what `xxhash.xxh64_intdigest` returns,
-so any of these hashes can be recomputed outside dataclean.
+Exact-text keys and ids (`xxh64_ranges`, `xxh64_strings`) are hashed by the `xxhash` package's C
+function on slices of the buffer, never a Python `bytes` object per text. LSH band keys are hashed
+inside the signature code's compiled loops, by `xxh64`, a numba kernel that returns exactly what
+`xxhash.xxh64_intdigest` returns (a test checks it), so any of these hashes can be recomputed
+outside dataclean.
 
 The helpers are ordinary cached kernels, not numba's `inline="always"`: LLVM inlines them all the
 same (the hashing runs as fast), and numba's own inlining cost 0.2 s more to compile on a first run.
@@ -13,8 +15,13 @@ same (the hashing runs as fast), and numba's own inlining cost 0.2 s more to com
 
 from __future__ import annotations
 
+import itertools
+
 import numba as nb
 import numpy as np
+import xxhash
+
+from dataclean.jit import helper
 
 _P64_1 = np.uint64(11400714785074694791)
 _P64_2 = np.uint64(14029467366897019727)
@@ -25,12 +32,12 @@ _P64_5 = np.uint64(2870177450012600261)
 _M32 = np.uint64(0xFFFFFFFF)
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _rotl64(x: np.uint64, r: int) -> np.uint64:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _read32(buf: np.ndarray, i: int) -> np.uint32:
     # Unsigned indices: no negative-index wraparound code, so LLVM merges the four byte loads.
     j = nb.uint64(i)
@@ -42,19 +49,19 @@ def _read32(buf: np.ndarray, i: int) -> np.uint32:
     )
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _read64(buf: np.ndarray, i: int) -> np.uint64:
     return np.uint64(_read32(buf, i)) | (np.uint64(_read32(buf, i + 4)) << np.uint64(32))
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _round64(acc: np.uint64, lane: np.uint64) -> np.uint64:
     acc = acc + lane * _P64_2
     acc = _rotl64(acc, 31)
     return acc * _P64_1
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _merge64(acc: np.uint64, val: np.uint64) -> np.uint64:
     acc = acc ^ _round64(np.uint64(0), val)
     return acc * _P64_1 + _P64_4
@@ -105,13 +112,17 @@ def xxh64(buf: np.ndarray, start: int, end: int, seed: int) -> np.uint64:
     return h ^ (h >> np.uint64(32))
 
 
-@nb.njit(cache=True)
 def xxh64_ranges(buf: np.ndarray, offsets: np.ndarray, seed: int) -> np.ndarray:
-    """XXH64 of each range `buf[offsets[i]:offsets[i + 1]]`."""
-    out = np.empty(len(offsets) - 1, dtype=np.uint64)
-    for row in range(len(offsets) - 1):
-        out[row] = xxh64(buf, offsets[row], offsets[row + 1], seed)
-    return out
+    """XXH64 of each range `buf[offsets[i]:offsets[i + 1]]`: the `xxhash` package's C function on
+    memoryview slices of the buffer (no copy per range, nothing to compile)."""
+    view = np.ascontiguousarray(buf, dtype=np.uint8).data
+    digest = xxhash.xxh64_intdigest
+    bounds = np.asarray(offsets, dtype=np.int64).tolist()
+    return np.fromiter(
+        (digest(view[start:end], seed) for start, end in itertools.pairwise(bounds)),
+        dtype=np.uint64,
+        count=len(bounds) - 1,
+    )
 
 
 def xxh64_strings(array: object, seed: int = 0) -> np.ndarray:

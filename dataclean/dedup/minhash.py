@@ -28,7 +28,8 @@ import numba as nb
 import numpy as np
 
 from dataclean.dedup.hashing import xxh64
-from dataclean.dedup.shingles import WORDS, ShingleHash, shingle_hashes, token_hashes
+from dataclean.dedup.shingles import WORDS, ShingleHash, shingle_hashes_helper, token_hashes_helper
+from dataclean.jit import helper
 
 if TYPE_CHECKING:
     from datasketch import LeanMinHash
@@ -55,7 +56,7 @@ def _fmix32(h: np.uint32) -> np.uint32:
     return np.uint32(h ^ (h >> np.uint32(16)))
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _min_permuted(mixed: np.ndarray, count: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     # Four permutations per pass over the shingles: LLVM vectorizes the inner loop over shingles
     # with four running minima (about 3x faster than one permutation per pass).
@@ -90,39 +91,28 @@ def _signature_kernel(
     a: np.ndarray,
     b: np.ndarray,
     keep_hashes: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    signatures: np.ndarray,
+    tokens: np.ndarray,
+    hashed: np.ndarray,
+    mixed: np.ndarray,
+    hash_offsets: np.ndarray,
+    kept: np.ndarray,
+) -> None:
+    """Every row's signature, and if `keep_hashes` its shingle hashes (`signatures`, which
+    allocates the arrays: `dataclean.jit`)."""
     rows = len(offsets) - 1
-    signatures = np.empty((rows, len(a)), dtype=np.uint32)
-    longest = 1
-    for row in range(rows):
-        longest = max(longest, offsets[row + 1] - offsets[row] + 1)
-    tokens = np.empty(longest, dtype=np.uint32)
-    hashed = np.empty(longest, dtype=np.uint32)
-    mixed = np.empty(longest, dtype=np.uint32)
-    hash_offsets = np.zeros(rows + 1, dtype=np.int64)
-    # Word shingles are at most half the bytes (a word and a space each); grown when characters
-    # of a space-less text are shingled one by one.
-    kept = np.empty(((offsets[rows] - offsets[0]) // 2 + rows) if keep_hashes else 0, dtype=np.uint32)
     position = 0
     for row in range(rows):
-        count = token_hashes(data, offsets[row], offsets[row + 1], modes[row], tokens)
-        count = shingle_hashes(tokens, count, ngram_size, hashed)
+        count = token_hashes_helper(data, offsets[row], offsets[row + 1], modes[row], tokens)
+        count = shingle_hashes_helper(tokens, count, ngram_size, hashed)
         for k in range(count):
             mixed[k] = _fmix32(hashed[k])
         if keep_hashes:
-            if position + count > len(kept):
-                grown = np.empty(max(2 * len(kept), position + count), dtype=np.uint32)
-                # Element loops, not slice copies: a slice copy compiles numba's shape-mismatch
-                # error message (string formatting), about 1 s of a first run's compile time.
-                for k in range(position):
-                    grown[k] = kept[k]
-                kept = grown
             for k in range(count):
                 kept[position + k] = hashed[k]
             position += count
             hash_offsets[row + 1] = position
         _min_permuted(mixed, count, a, b, signatures[row])
-    return signatures, hash_offsets, kept[:position].copy()
 
 
 def signatures(
@@ -141,23 +131,48 @@ def signatures(
     """
     a, b = permutations(num_perm, seed)
     modes = np.ascontiguousarray(modes, dtype=np.uint8)
-    return _signature_kernel(data, offsets, modes, ngram_size, a, b, keep_hashes)
+    rows = len(offsets) - 1
+    lengths = np.diff(offsets)
+    longest = int(lengths.max(initial=0)) + 1
+    signatures = np.empty((rows, num_perm), dtype=np.uint32)
+    hash_offsets = np.zeros(rows + 1, dtype=np.int64)
+    # At most one shingle per byte (characters) or per two (words: a word and a space each); only
+    # the pages written are ever touched.
+    most = int(np.where(modes == WORDS, lengths // 2 + 1, lengths).sum()) if keep_hashes else 0
+    kept = np.empty(most, dtype=np.uint32)
+    tokens, hashed, mixed = (np.empty(longest, dtype=np.uint32) for _ in range(3))
+    _signature_kernel(
+        data,
+        offsets,
+        modes,
+        ngram_size,
+        a,
+        b,
+        keep_hashes,
+        signatures,
+        tokens,
+        hashed,
+        mixed,
+        hash_offsets,
+        kept,
+    )
+    return signatures, hash_offsets, kept[: hash_offsets[-1]].copy()
 
 
 @nb.njit(cache=True)
-def _band_key_kernel(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    count = signatures.shape[0]
-    keys = np.empty((count, bands), dtype=np.uint64)
-    for i in range(count):
-        raw = signatures[i].view(np.uint8)
+def _band_key_kernel(raw: np.ndarray, bands: int, rows: int, keys: np.ndarray) -> None:
+    """keys[i, band]: XXH64 of the band's bytes in raw[i] (each signature's uint32 values as bytes)."""
+    for i in range(raw.shape[0]):
         for band in range(bands):
-            keys[i, band] = xxh64(raw, band * rows * 4, (band + 1) * rows * 4, band)
-    return keys
+            keys[i, band] = xxh64(raw[i], band * rows * 4, (band + 1) * rows * 4, band)
 
 
 def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """One uint64 key per band and row (rows x bands) from the first bands*rows permutations."""
-    return _band_key_kernel(np.ascontiguousarray(signatures, dtype=np.uint32), bands, rows)
+    raw = np.ascontiguousarray(signatures, dtype="<u4").view(np.uint8)
+    keys = np.empty((raw.shape[0], bands), dtype=np.uint64)
+    _band_key_kernel(raw, bands, rows, keys)
+    return keys
 
 
 def as_datasketch(signature: np.ndarray, seed: int) -> LeanMinHash:

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean.dedup.hashing import string_buffers
+from dataclean.jit import helper
 
 FOLDS = {
     "case": "lowercase (Unicode simple case mapping)",
@@ -95,15 +96,14 @@ def _normalize_kernel(
     mapping: np.ndarray,
     classes: np.ndarray,
     fold_punctuation: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    out: np.ndarray,
+    out_offsets: np.ndarray,
+    letters: np.ndarray,
+    unsegmented: np.ndarray,
+) -> int:
+    """Normalizes every text into `out` (`Normalized`, which allocates the arrays: `dataclean.jit`);
+    returns the bytes written."""
     rows = len(offsets) - 1
-    total = offsets[rows] - offsets[0]
-    # A mapped code point is at most 1.5x as long in UTF-8 (2 -> 3 bytes), plus two spare bytes
-    # for the branch-free stores below.
-    out = np.empty(total + total // 2 + 8, dtype=np.uint8)
-    out_offsets = np.zeros(rows + 1, dtype=np.int64)
-    letters = np.zeros(rows, dtype=np.int64)
-    unsegmented = np.zeros(rows, dtype=np.int64)
     o = 0
     for row in range(rows):
         i = offsets[row]
@@ -181,7 +181,7 @@ def _normalize_kernel(
         out_offsets[row + 1] = o
         letters[row] = row_letters
         unsegmented[row] = row_unsegmented
-    return out[:o], out_offsets, letters, unsegmented
+    return o
 
 
 def _as_string_array(texts: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> pa.Array:
@@ -205,9 +205,25 @@ class Normalized:
         array = _as_string_array(texts)
         data, offsets = string_buffers(array)
         mapping, classes = _tables(tuple(sorted(fold)))
-        self.data, self.offsets, self.letters, self.unsegmented = _normalize_kernel(
-            data, offsets, mapping, classes, "punctuation" in fold
+        rows, total = len(offsets) - 1, int(offsets[-1] - offsets[0])
+        # A mapped code point is at most 1.5x as long in UTF-8 (2 -> 3 bytes), plus two spare
+        # bytes for the kernel's branch-free stores.
+        out = np.empty(total + total // 2 + 8, dtype=np.uint8)
+        self.offsets = np.zeros(rows + 1, dtype=np.int64)
+        self.letters = np.zeros(rows, dtype=np.int64)
+        self.unsegmented = np.zeros(rows, dtype=np.int64)
+        used = _normalize_kernel(
+            data,
+            offsets,
+            mapping,
+            classes,
+            "punctuation" in fold,
+            out,
+            self.offsets,
+            self.letters,
+            self.unsegmented,
         )
+        self.data = out[:used]
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -258,8 +274,7 @@ _FNV_OFFSET = np.uint32(2166136261)
 _FNV_PRIME = np.uint32(16777619)
 
 
-@nb.njit(cache=True)
-def token_hashes(data: np.ndarray, start: int, end: int, mode: int, out: np.ndarray) -> int:
+def _token_hashes(data: np.ndarray, start: int, end: int, mode: int, out: np.ndarray) -> int:
     """FNV-1a (32-bit) of each token of the normalized text `data[start:end]`; returns the count.
 
     Tokens are space-separated words (WORDS) or non-space code points (CHARACTERS). The loops
@@ -312,8 +327,7 @@ def combine_tokens(hashes: np.ndarray, start: int, count: int) -> np.uint32:
     return _avalanche32(acc)
 
 
-@nb.njit(cache=True)
-def shingle_hashes(tokens: np.ndarray, count: int, ngram_size: int, out: np.ndarray) -> int:
+def _shingle_hashes(tokens: np.ndarray, count: int, ngram_size: int, out: np.ndarray) -> int:
     """Hashes of the shingles over `count` token hashes into `out`; returns how many.
 
     n-grams of `ngram_size` tokens; fewer tokens than that give one shingle of all of them.
@@ -327,6 +341,13 @@ def shingle_hashes(tokens: np.ndarray, count: int, ngram_size: int, out: np.ndar
     for k in range(shingles):
         out[k] = combine_tokens(tokens, k, ngram_size)
     return shingles
+
+
+# Each compiled twice (`dataclean.jit`): for Python callers, and for the signature kernel.
+token_hashes = nb.njit(cache=True)(_token_hashes)
+token_hashes_helper = helper(_token_hashes)
+shingle_hashes = nb.njit(cache=True)(_shingle_hashes)
+shingle_hashes_helper = helper(_shingle_hashes)
 
 
 def tokens(normalized: str, mode: int) -> list[str]:

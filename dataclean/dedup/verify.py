@@ -42,6 +42,7 @@ from dataclean.dedup.partition import (
 )
 from dataclean.dedup.summary import SUMMARY_SCHEMA
 from dataclean.io.files import load_array, read_parquet
+from dataclean.jit import helper
 
 CANDIDATE_SCHEMA = pa.schema(
     [
@@ -156,21 +157,23 @@ class ClusterCandidates:
         return counts, peak_memory_bytes()
 
 
-@nb.njit(cache=True)
 def _sorted_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    # Each row's hashes, sorted and deduplicated. Hashes are uniform, so a bucket sort on the top
-    # bits (at least as many buckets as values) then insertion sort inside each tiny bucket runs in
-    # expected linear time: 5x faster than numba's np.sort per row, which dominated `fit`.
-    longest = 1
-    for row in range(len(offsets) - 1):
-        longest = max(longest, offsets[row + 1] - offsets[row])
-    bits = 1
-    while (1 << bits) < longest:
-        bits += 1
-    counts = np.empty((1 << bits) + 1, dtype=np.int64)
-    scratch = np.empty(longest, dtype=values.dtype)
-    out = np.empty_like(values)
-    out_offsets = np.zeros_like(offsets)
+    """Each row's hashes, sorted and deduplicated: (values, offsets)."""
+    longest = max(1, int(np.diff(offsets).max(initial=0)))
+    bits = max(1, (longest - 1).bit_length())
+    out, out_offsets = np.empty_like(values), np.zeros_like(offsets)
+    counts, scratch = np.empty((1 << bits) + 1, dtype=np.int64), np.empty(longest, dtype=values.dtype)
+    used = _sorted_set_kernel(values, offsets, out, out_offsets, counts, scratch)
+    return out[:used], out_offsets
+
+
+@nb.njit(cache=True)
+def _sorted_set_kernel(values, offsets, out, out_offsets, counts, scratch):  # type: ignore[no-untyped-def]
+    """`_sorted_sets` into arrays it allocates (`dataclean.jit`); returns the values written.
+
+    Hashes are uniform, so a bucket sort on the top bits (at least as many buckets as values) then
+    insertion sort inside each tiny bucket runs in expected linear time: 5x faster than numba's
+    np.sort per row, which dominated `fit`."""
     position = 0
     for row in range(len(offsets) - 1):
         start, end = offsets[row], offsets[row + 1]
@@ -206,11 +209,11 @@ def _sorted_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
                 out[position] = scratch[k]
                 position += 1
         out_offsets[row + 1] = position
-    return out[:position], out_offsets
+    return position
 
 
-@nb.njit(cache=True)
-def _jaccard(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
+def _jaccard_of(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
+    """The Jaccard similarity of rows a and b of sorted, deduplicated sets."""
     i, i_end = offsets[a], offsets[a + 1]
     j, j_end = offsets[b], offsets[b + 1]
     size = (i_end - i) + (j_end - j)
@@ -229,7 +232,12 @@ def _jaccard(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
     return common / (size - common)
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+# Compiled twice (`dataclean.jit`): for Python callers (tests, benchmarks) and for `_decide_kernel`.
+_jaccard = nb.njit(cache=True)(_jaccard_of)
+_jaccard_helper = helper(_jaccard_of)
+
+
+@helper
 def _agreement(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
     length = offsets[a + 1] - offsets[a]
     if length == 0 or length != offsets[b + 1] - offsets[b]:
@@ -243,16 +251,12 @@ def _agreement(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, 2**64 / golden ratio
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _table_bits(size: int) -> int:
-    # At least twice as many slots as keys (and 2): a linear probe stays short.
-    bits = 1
-    while (1 << bits) < 2 * size:
-        bits += 1
-    return bits
+    """At least twice as many slots as keys (and 2): a linear probe stays short."""
+    return max(1, (2 * size - 1).bit_length())
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _slot(keys: np.ndarray, filled: np.ndarray, key: np.uint64, bits: int) -> int:
     # Where `key` is in an open-addressing table, or the empty slot it would go to.
     mask = (1 << bits) - 1
@@ -274,25 +278,24 @@ def _decide_kernel(
     do_exact: bool,
     do_near: bool,
     exact_jaccard: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    kind: np.ndarray,
+    target: np.ndarray,
+    score: np.ndarray,
+    table_keys: np.ndarray,
+    table_filled: np.ndarray,
+    table_rows: np.ndarray,
+    entry_links: np.ndarray,
+    seen: np.ndarray,
+    bits: int,
+) -> None:
+    """`decide`'s loop, into kind, target and score; the tables are allocated by `decide`
+    (`dataclean.jit`), each a pair: exact hashes and band keys."""
     count = len(earlier)
-    kind = np.zeros(count, dtype=np.int8)
-    target = np.arange(count)
-    score = np.full(count, np.nan)
-    # Keys and exact hashes never cross components (rows sharing one are connected), so one
-    # table per partition serves every component in it. Open-addressing tables in arrays, not
-    # numba's typed Dict, which costs about a second more to compile on a first run.
-    bits = _table_bits(max(count, len(key_values)))
-    text_keys = np.empty(1 << bits, dtype=np.uint64)
-    text_filled = np.zeros(1 << bits, dtype=np.bool_)
-    first_with_text = np.empty(1 << bits, dtype=np.int64)  # row of each exact hash
-    head_keys = np.empty(1 << bits, dtype=np.uint64)
-    head_filled = np.zeros(1 << bits, dtype=np.bool_)
-    head = np.empty(1 << bits, dtype=np.int64)  # latest entry of each key
-    entry_center = np.empty(len(key_values), dtype=np.int64)
-    entry_next = np.empty(len(key_values), dtype=np.int64)
+    text_keys, head_keys = table_keys[0], table_keys[1]
+    text_filled, head_filled = table_filled[0], table_filled[1]
+    first_with_text, head = table_rows[0], table_rows[1]  # row of each exact hash, latest entry of each key
+    entry_center, entry_next = entry_links[0], entry_links[1]
     entries = 0
-    seen = np.full(count, -1, dtype=np.int64)
     for x in range(count):
         text_slot = _slot(text_keys, text_filled, exact_hash[x], bits) if do_exact else 0
         if do_exact and not earlier[x] and text_filled[text_slot]:
@@ -318,7 +321,7 @@ def _decide_kernel(
                         continue
                     seen[center] = x
                     if exact_jaccard:
-                        similarity = _jaccard(sketch, sketch_offsets, x, center)
+                        similarity = _jaccard_helper(sketch, sketch_offsets, x, center)
                     else:
                         similarity = _agreement(sketch, sketch_offsets, x, center)
                     if similarity >= threshold and (
@@ -337,7 +340,6 @@ def _decide_kernel(
                 entry_next[entries] = head[key_slot] if head_filled[key_slot] else -1
                 head_keys[key_slot], head_filled[key_slot], head[key_slot] = key_values[k], True, entries
                 entries += 1
-    return kind, target, score
 
 
 def decide(
@@ -359,7 +361,13 @@ def decide(
     """
     if near and verify:
         sketch, sketch_offsets = _sorted_sets(sketch, sketch_offsets)
-    return _decide_kernel(
+    count = len(earlier)
+    kind, target, score = np.zeros(count, np.int8), np.arange(count), np.full(count, np.nan)
+    # Keys and exact hashes never cross components (rows sharing one are connected), so one
+    # table per partition serves every component in it. Open-addressing tables in arrays, not
+    # numba's typed Dict, which costs about a second more to compile on a first run.
+    bits = _table_bits(max(count, len(key_values)))
+    _decide_kernel(
         np.ascontiguousarray(earlier, dtype=np.bool_),
         np.ascontiguousarray(exact_hash, dtype=np.uint64),
         key_values,
@@ -370,4 +378,14 @@ def decide(
         exact,
         near,
         near and verify,
+        kind,
+        target,
+        score,
+        np.empty((2, 1 << bits), np.uint64),
+        np.zeros((2, 1 << bits), np.bool_),
+        np.empty((2, 1 << bits), np.int64),
+        np.empty((2, len(key_values)), np.int64),
+        np.full(count, -1, np.int64),
+        bits,
     )
+    return kind, target, score

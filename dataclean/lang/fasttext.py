@@ -100,11 +100,9 @@ def _is_space(byte: np.uint8) -> bool:
     return byte == 32 or byte == 10 or byte == 13 or byte == 9 or byte == 11 or byte == 12 or byte == 0
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _sample_ends(data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.ndarray:
-    """The byte offset where each text's first `max_chars` characters end."""
+@nb.njit(cache=True)
+def _sample_end_kernel(data: np.ndarray, offsets: np.ndarray, max_chars: int, ends: np.ndarray) -> None:
     n = len(offsets) - 1
-    ends = np.empty(n, np.int64)
     for t in range(n):
         end, stop, chars = offsets[t], offsets[t + 1], 0
         while end < stop:
@@ -114,6 +112,12 @@ def _sample_ends(data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.nd
                 chars += 1
             end += 1
         ends[t] = end
+
+
+def _sample_ends(data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.ndarray:
+    """The byte offset where each text's first `max_chars` characters end."""
+    ends = np.empty(len(offsets) - 1, np.int64)
+    _sample_end_kernel(data, offsets, max_chars, ends)
     return ends
 
 
@@ -134,28 +138,23 @@ def _hidden_kernel(
     minn: int,
     maxn: int,
     bucket: int,
-) -> np.ndarray:
-    """The hidden vector (float32 [texts, dim]) of each text's first `max_chars` characters."""
+    ends: np.ndarray,
+    hiddens: np.ndarray,
+    token: np.ndarray,
+    char_starts: np.ndarray,
+    cache: np.ndarray,
+    cached_rows: np.ndarray,
+) -> None:
+    """The hidden vector of each text up to ends[text] (its first `max_chars` characters) into
+    hiddens[text] (zeros). The caller allocates it and the scratch arrays (`hidden_vectors`)."""
     n = len(offsets) - 1
     dim = rows.shape[1]
-    hiddens = np.zeros((n, dim), np.float32)
-    ends = _sample_ends(data, offsets, max_chars)
-    longest = 0
-    for t in range(n):
-        longest = max(longest, ends[t] - offsets[t])
-    # The bytes of "<token>", sign-extended as fastText hashes them, and its character starts.
-    token = np.empty(longest + 2, np.uint64)
-    char_starts = np.empty(longest + 3, np.int64)
     word_mask = len(word_slots) - 1
     # key % bucket as two multiplications (Lemire's fastmod), for a 32-bit key.
     buckets = np.uint64(max(bucket, 1))
     inverse = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets + np.uint64(1)
     one = np.uint64(1)
-    # Tokens of up to _CACHED_BYTES bytes seen before in the batch, by hash: (offset in data,
-    # length, first entry in cached_rows, rows); their rows, in the order they were added.
-    cache = np.full((_CACHE_SLOTS, 4), -1, np.int64)
     cache_mask = _CACHE_SLOTS - 1
-    cached_rows = np.empty(_CACHE_ROWS, np.int32)
     filled = 0
     entries = 0
     for t in range(n):
@@ -284,7 +283,6 @@ def _hidden_kernel(
             scale = np.float32(1.0 / count)
             for d in range(dim):
                 hidden[d] *= scale
-    return hiddens
 
 
 @nb.njit(inline="always")
@@ -307,18 +305,19 @@ def _tree_kernel(
     tree_right: np.ndarray,
     tree_parent: np.ndarray,
     wanted: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    top: np.ndarray,
+    top_prob: np.ndarray,
+    wanted_prob: np.ndarray,
+    stack_node: np.ndarray,
+    stack_score: np.ndarray,
+    path: np.ndarray,
+) -> None:
     """Hierarchical softmax: the top label and its probability (fastText's depth-first search with
-    k=1, pruned below the best leaf so far), and the probability of each `wanted` label."""
+    k=1, pruned below the best leaf so far), and the probability of each `wanted` label, into
+    top, top_prob and wanted_prob; the stacks and path are scratch (`_tree_predict`)."""
     n = hiddens.shape[0]
     osz = (len(tree_left) + 1) // 2
     root = 2 * osz - 2
-    top = np.zeros(n, np.int32)
-    top_prob = np.zeros(n, np.float32)
-    wanted_prob = np.zeros((n, len(wanted)), np.float32)
-    stack_node = np.zeros(2 * osz, np.int64)
-    stack_score = np.zeros(2 * osz, np.float32)
-    path = np.zeros(2 * osz, np.int64)
     for t in range(n):
         hidden = hiddens[t]
         best, best_score = -1, np.float32(-np.inf)
@@ -354,6 +353,18 @@ def _tree_kernel(
                 left, right = _sigmoid_logs(output, parent - osz, hidden)
                 score = score + (right if tree_right[parent] == child else left)
             wanted_prob[t, w] = np.exp(score)
+
+
+def _tree_predict(
+    hiddens: np.ndarray, model: FastTextModel, wanted: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_tree_kernel` with its arrays: (top label, its probability, wanted labels' probabilities)."""
+    n, nodes = hiddens.shape[0], len(model.tree_left) + 1
+    top, top_prob = np.zeros(n, np.int32), np.zeros(n, np.float32)
+    wanted_prob = np.zeros((n, len(wanted)), np.float32)
+    tree = (model.tree_left, model.tree_right, model.tree_parent)
+    scratch = (np.zeros(nodes, np.int64), np.zeros(nodes, np.float32), np.zeros(nodes, np.int64))
+    _tree_kernel(hiddens, model.output, *tree, wanted, top, top_prob, wanted_prob, *scratch)
     return top, top_prob, wanted_prob
 
 
@@ -395,7 +406,10 @@ class Prediction:
 def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.ndarray:
     """fastText's hidden vector of each text's first `max_chars` characters, float32 [texts, dim];
     the texts are a UTF-8 buffer and offsets (`utf8_buffers`)."""
-    return _hidden_kernel(
+    ends = _sample_ends(data, offsets, max_chars)
+    longest = int((ends - offsets[:-1]).max(initial=0))
+    hiddens = np.zeros((len(offsets) - 1, model.rows.shape[1]), np.float32)
+    _hidden_kernel(
         data,
         offsets,
         max_chars,
@@ -411,7 +425,17 @@ def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, 
         model.minn,
         model.maxn,
         model.bucket,
+        ends,
+        hiddens,
+        # The bytes of "<token>", sign-extended as fastText hashes them, and its character starts.
+        np.empty(longest + 2, np.uint64),
+        np.empty(longest + 3, np.int64),
+        # Tokens of up to _CACHED_BYTES bytes seen before in the batch, by hash: (offset in data,
+        # length, first entry in cached_rows, rows); their rows, in the order they were added.
+        np.full((_CACHE_SLOTS, 4), -1, np.int64),
+        np.empty(_CACHE_ROWS, np.int32),
     )
+    return hiddens
 
 
 def predict(
@@ -423,8 +447,7 @@ def predict(
     index = {label: i for i, label in enumerate(model.labels)}
     columns = np.array([index.get(label, -1) for label in wanted], np.int64)
     if model.loss == LOSS_HS:
-        tree = (model.tree_left, model.tree_right, model.tree_parent)
-        top, top_prob, wanted_prob = _tree_kernel(hiddens, model.output, *tree, np.maximum(columns, 0))
+        top, top_prob, wanted_prob = _tree_predict(hiddens, model, np.maximum(columns, 0))
     else:
         probs = _softmax_kernel(hiddens, model.output)
         top = probs.argmax(axis=1).astype(np.int32)

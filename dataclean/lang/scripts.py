@@ -37,10 +37,11 @@ def _classes() -> np.ndarray:
 
 
 @nb.njit(cache=True)
-def _count_kernel(data: np.ndarray, offsets: np.ndarray, max_chars: int, classes: np.ndarray) -> np.ndarray:
-    n = len(offsets) - 1
-    counts = np.zeros((n, 4), np.int64)
-    for t in range(n):
+def _count_kernel(
+    data: np.ndarray, offsets: np.ndarray, max_chars: int, classes: np.ndarray, counts: np.ndarray
+) -> None:
+    """Adds each text's counts to counts[text] (zeros, allocated by the caller: `dataclean.jit`)."""
+    for t in range(len(offsets) - 1):
         i, stop, chars = offsets[t], offsets[t + 1], 0
         while i < stop and chars < max_chars:
             cp, size = decode_code_point(data, i)
@@ -56,9 +57,10 @@ def _count_kernel(data: np.ndarray, offsets: np.ndarray, max_chars: int, classes
                 counts[t, LETTER] += 1
                 if 0x20000 <= cp < 0x32000:
                     counts[t, HAN] += 1
-    return counts
 
 
 def script_counts(data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.ndarray:
     """int64 [texts, 4]: letters, Han, kana, Latin in each text's first `max_chars` characters."""
-    return _count_kernel(data, offsets, max_chars, _classes())
+    counts = np.zeros((len(offsets) - 1, 4), np.int64)
+    _count_kernel(data, offsets, max_chars, _classes(), counts)
+    return counts

@@ -20,18 +20,22 @@ Speed: numba counts references to the arrays a compiled function is passed, with
 operations that cost more than the work of a word; so the per-word loop calls no function that
 takes arrays but the small ones LLVM inlines, and the two loops each run over many texts per call.
 
-Compile time (a first run's): arrays are copied element by element, not by slice assignment,
-which would compile numba's shape-mismatch error message (its string formatting, about 1 s).
+Compile time (a first run's, `dataclean.jit`): `_tokenize`, the loop over chunks of about 64K
+code points that calls the two, is Python, and allocates their arrays; inside the kernels, arrays
+are copied element by element, not by slice assignment, which would compile numba's shape-mismatch
+error message (its string formatting, about 1 s).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
 import pyarrow as pa
 
+from dataclean.jit import helper
 from dataclean.lm.charmap import (
     IDENTITY,
     NEWLINE,
@@ -67,7 +71,7 @@ RESET = np.float32(100000.0)
 CHUNK = 1 << 16
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _decode_utf8(data, position, stop):  # type: ignore[no-untyped-def]
     """(code point, next position); an invalid or truncated sequence reads as U+FFFD."""
     lead = data[position]
@@ -259,7 +263,7 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
     return used, n_lines
 
 
-def _work(size: int) -> tuple[np.ndarray, ...]:
+def _work(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
     """Buffers for `size` code points: codes, char ids, word ends, and the search's arrays."""
     return (
         np.empty(size, np.int64),
@@ -277,7 +281,15 @@ def _work(size: int) -> tuple[np.ndarray, ...]:
     )
 
 
-def _tokenize(data, offsets, index, pool, expansion, tables, cache):  # type: ignore[no-untyped-def]
+def _tokenize(
+    data: np.ndarray,
+    offsets: np.ndarray,
+    index: np.ndarray,
+    pool: np.ndarray,
+    expansion: int,
+    tables: tuple[Any, ...],
+    cache: tuple[np.ndarray, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Tokenize each text data[offsets[i]:offsets[i + 1]]: (UTF-8 lines, each line's text, each
     line's pieces, unsafe texts)."""
     char_ids = tables[0]
@@ -400,7 +412,9 @@ def count_words(texts: pa.Array | pa.ChunkedArray) -> int:
     return int(_count_words(data, offsets, table.index, table.pool, table.expansion))
 
 
-def _count_words(data: np.ndarray, offsets: np.ndarray, index: np.ndarray, pool: np.ndarray, expansion: int) -> int:
+def _count_words(
+    data: np.ndarray, offsets: np.ndarray, index: np.ndarray, pool: np.ndarray, expansion: int
+) -> int:
     char_ids = np.zeros(WORD_START + 1, np.int64)
     codes, ids, ends, _ = _work(CHUNK)
     unsafe = np.zeros(len(offsets) - 1, np.bool_)

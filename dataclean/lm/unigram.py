@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import sentencepiece as spm
+
+from dataclean.jit import helper
 
 # Field numbers of sentencepiece_model.proto (ModelProto, TrainerSpec, NormalizerSpec, pieces).
 _PIECES, _TRAINER_SPEC, _NORMALIZER_SPEC, _TYPE = 1, 2, 3, 3
@@ -156,7 +157,7 @@ def slot(key: int, mask: int) -> int:
     return (mixed ^ (mixed >> 29)) & mask
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def child(node, char_id, width, root_children, edge_keys, edge_nodes):  # type: ignore[no-untyped-def]
     """The trie node one character (`char_id`) below `node`, or -1."""
     if char_id == 0:

@@ -24,9 +24,9 @@ Layout (numpy arrays, passed to compiled code as a tuple):
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from dataclean.jit import helper
 from dataclean.lm.unigram import child
 
 # Words longer than this (code points, with the "▁") are searched every time, never cached.
@@ -49,7 +49,7 @@ def new_cache(entries: int = ENTRIES) -> tuple[np.ndarray, ...]:
     )
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def rounding(n, offset, magnitude):  # type: ignore[no-untyped-def]
     """Twice the float32 rounding a search over n positions from `offset` can cause.
 
@@ -60,7 +60,7 @@ def rounding(n, offset, magnitude):  # type: ignore[no-untyped-def]
     return (n + 1) * (abs(np.float64(offset)) + (n + 1) * magnitude) * 2.0**-22
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def word_hash(codes, start, n):  # type: ignore[no-untyped-def]
     """FNV-1a over codes[start:start + n]."""
     h = np.int64(-3750763034362895579)
@@ -69,7 +69,7 @@ def word_hash(codes, start, n):  # type: ignore[no-untyped-def]
     return h
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def find(slots, entries, keys, h, codes, start, n):  # type: ignore[no-untyped-def]
     """(entry of the word codes[start:start + n] or -1, the slot where it is or would go)."""
     mask = len(slots) - 1
@@ -90,7 +90,7 @@ def find(slots, entries, keys, h, codes, start, n):  # type: ignore[no-untyped-d
         slot = (slot + 1) & mask
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _fits(cache, n, size, length):  # type: ignore[no-untyped-def]
     slots, entries, _, keys, outputs, paths, state = cache
     return (
@@ -102,7 +102,7 @@ def _fits(cache, n, size, length):  # type: ignore[no-untyped-def]
     )
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def insert(cache, slot, h, codes, start, n, out, out_start, out_stop, path_scores, length, count, margin):  # type: ignore[no-untyped-def]
     """Store a word (codes[start:start + n]) whose pieces were written at out[out_start:out_stop]."""
     slots, entries, margins, keys, outputs, paths, state = cache
@@ -132,7 +132,7 @@ def insert(cache, slot, h, codes, start, n, out, out_start, out_stop, path_score
     slots[slot] = entry
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _offer(best, second, end, value):  # type: ignore[no-untyped-def]
     if value > best[end]:
         second[end] = best[end]
@@ -141,7 +141,7 @@ def _offer(best, second, end, value):  # type: ignore[no-untyped-def]
         second[end] = value
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def margin(ids, start, n, best, second, trie, scores, unknown):  # type: ignore[no-untyped-def]
     """The smallest lead of the best candidate over the next at any position of the word
     ids[start:start + n], searched in float64 from 0 (0 for a tie)."""

@@ -116,8 +116,8 @@ def sample_row_groups(files: Sequence[str], max_rows: int) -> tuple[dict[str, li
 
 
 def id_hashes(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """XXH64 of each id's UTF-8 bytes as uint64 (a null id hashes like the empty string), computed
-    by the compiled dedup kernel over the Arrow buffers: no Python object per id."""
+    """XXH64 of each id's UTF-8 bytes as uint64 (a null id hashes like the empty string), over
+    the Arrow buffers (`dataclean.dedup.hashing`): no `bytes` object per id."""
     if len(ids) == 0:
         return np.zeros(0, dtype=np.uint64)
     return xxh64_strings(ids.cast(pa.large_string()))

@@ -108,8 +108,8 @@ def pair_masks() -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True)
-def _pair_kernel(data, offsets, lead, continuation):  # type: ignore[no-untyped-def]
-    found = np.zeros(len(offsets) - 1, np.bool_)
+def _pair_kernel(data, offsets, lead, continuation, found):  # type: ignore[no-untyped-def]
+    """Into `found` (zeros, allocated by the caller: `dataclean.jit`), which texts hold a pair."""
     for text in range(len(offsets) - 1):
         i, stop, previous = offsets[text], offsets[text + 1], 0
         while i < stop:
@@ -127,7 +127,6 @@ def _pair_kernel(data, offsets, lead, continuation):  # type: ignore[no-untyped-
                 found[text] = True
                 break
             previous = lead[code]
-    return found
 
 
 def mojibake_pair_flags(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -135,7 +134,9 @@ def mojibake_pair_flags(texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
     followed by a continuation character that one encoding explains: `repair_lines` can skip its
     pair search (`may_have_pairs=False`) for the others, most texts."""
     data, offsets = utf8_buffers(texts)
-    return np.asarray(_pair_kernel(data, offsets, *pair_masks()), dtype=bool)
+    found = np.zeros(len(offsets) - 1, np.bool_)
+    _pair_kernel(data, offsets, *pair_masks(), found)
+    return found
 
 
 def _bad_lines(text: str, may_have_c1: bool = True, may_have_pairs: bool = True) -> set[int]:

@@ -28,6 +28,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from dataclean.jit import helper
 from dataclean.text.mojibake import pair_masks
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
@@ -67,7 +68,7 @@ def char_classes(
     return classes
 
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
     """Whether an HTML entity's name and ";" follow an "&" (at i - 1)."""
     if i < stop and data[i] == 35:  # "#"
@@ -85,16 +86,13 @@ def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
 
 
 @nb.njit(cache=True)
-def _removal_kernel(data, offsets, classes, lead, continuation, find_pairs):  # type: ignore[no-untyped-def]
+def _removal_kernel(data, offsets, classes, lead, continuation, find_pairs, out, new_offsets, counts, flags):  # type: ignore[no-untyped-def]
+    """The pass over every text (`removal_pass`), into arrays the caller allocates (zeros but
+    `out`; `dataclean.jit`): counts[:, 0..2] changed, garbage and all characters, flags[:, 0..2]
+    blank, Python path, mojibake pair. Returns the bytes written to `out`."""
     n = len(offsets) - 1
-    out = np.empty(max(offsets[n] - offsets[0], 1), np.uint8)
-    new_offsets = np.zeros(n + 1, np.int32)
-    changed = np.zeros(n, np.int64)
-    garbage = np.zeros(n, np.int64)
-    chars = np.zeros(n, np.int64)
-    blank = np.zeros(n, np.bool_)
-    python = np.zeros(n, np.bool_)
-    pairs = np.zeros(n, np.bool_)
+    changed, garbage, chars = counts[0], counts[1], counts[2]
+    blank, python, pairs = flags[0], flags[1], flags[2]
     o = 0
     for t in range(n):
         start, stop = offsets[t], offsets[t + 1]
@@ -176,7 +174,7 @@ def _removal_kernel(data, offsets, classes, lead, continuation, find_pairs):  # 
         else:
             changed[t], garbage[t], chars[t], blank[t] = count, bad, nch, white
         new_offsets[t + 1] = o
-    return out[:o], new_offsets, changed, garbage, chars, blank, python, pairs
+    return o
 
 
 def removal_pass(
@@ -189,8 +187,15 @@ def removal_pass(
     `dataclean.text.mojibake.mojibake_pair_flags` finds them; such a row needs the Python path)."""
     data, offsets = utf8_buffers(texts)
     lead, continuation = pair_masks()
-    out, new_offsets, changed, garbage, chars, blank, python, pairs = _removal_kernel(
-        data, offsets, classes, lead, continuation, find_pairs
+    n = len(offsets) - 1
+    out = np.empty(max(int(offsets[n] - offsets[0]), 1), np.uint8)
+    new_offsets = np.zeros(n + 1, np.int32)
+    counts, flags = np.zeros((3, n), np.int64), np.zeros((3, n), np.bool_)
+    used = _removal_kernel(
+        data, offsets, classes, lead, continuation, find_pairs, out, new_offsets, counts, flags
     )
+    out = out[:used]
+    changed, garbage, chars = counts
+    blank, python, pairs = flags
     array = pa.StringArray.from_buffers(len(texts), pa.py_buffer(new_offsets), pa.py_buffer(out))
     return array, changed, garbage, chars, blank, python, pairs

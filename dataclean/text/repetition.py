@@ -21,15 +21,16 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from dataclean.jit import helper
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _is_space(c: int) -> bool:
     return c == 32 or (9 <= c <= 13) or c == 0xA0 or c == 0x3000 or (0x2000 <= c <= 0x200A)
 
 
-@numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@helper
 def _is_wordlike(c: int) -> bool:
     """Letters and digits (approximately: ASCII alnum, or non-ASCII outside punctuation blocks)."""
     if c < 0x80:
@@ -40,13 +41,10 @@ def _is_wordlike(c: int) -> bool:
 
 
 @numba.njit(cache=True)
-def _find_runs(data, offsets, max_period, min_chars):  # type: ignore[no-untyped-def]
-    """Per text (UTF-8 `data[offsets[i]:offsets[i + 1]]`), whether it holds a run."""
-    found = np.zeros(len(offsets) - 1, np.bool_)
-    longest = 0
-    for doc in range(len(offsets) - 1):
-        longest = max(longest, offsets[doc + 1] - offsets[doc])
-    buffer = np.empty(longest, np.uint32)
+def _find_runs(data, offsets, max_period, min_chars, found, buffer):  # type: ignore[no-untyped-def]
+    """Per text (UTF-8 `data[offsets[i]:offsets[i + 1]]`), whether it holds a run, into `found`
+    (zeros); `buffer` holds the longest text's code points. The caller allocates both
+    (`dataclean.jit`)."""
     step = max(1, (min_chars - max_period) // 2)
     for doc in range(len(offsets) - 1):
         # The text's code points, whitespace left out.
@@ -76,7 +74,6 @@ def _find_runs(data, offsets, max_period, min_chars):  # type: ignore[no-untyped
                         if found[doc]:
                             break
             i += step
-    return found
 
 
 def repetition_flags(
@@ -89,7 +86,9 @@ def repetition_flags(
     if len(texts) == 0:
         return np.zeros(0, dtype=bool)
     data, offsets = utf8_buffers(texts)
-    return np.asarray(_find_runs(data, offsets, max_period, min_chars), dtype=bool)
+    found = np.zeros(len(offsets) - 1, np.bool_)
+    _find_runs(data, offsets, max_period, min_chars, found, np.empty(int(np.diff(offsets).max()), np.uint32))
+    return found
 
 
 def has_repetition(text: str, max_period: int = 10, min_chars: int = 100) -> bool:

@@ -8,12 +8,13 @@ strings), since a null slot's bytes are not defined by Arrow.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from dataclean.jit import helper
 
-@nb.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+@helper
 def decode_code_point(data, i):  # type: ignore[no-untyped-def]
     """The code point starting at byte i of valid UTF-8 `data`, and its length in bytes."""
     byte = data[i]
