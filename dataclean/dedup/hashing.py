@@ -6,8 +6,9 @@ inside the signature code's compiled loops, by `xxh64`, a numba kernel that retu
 `xxhash.xxh64_intdigest` returns (a test checks it), so any of these hashes can be recomputed
 outside dataclean.
 
-The helpers are ordinary cached kernels, not numba's `inline="always"`: LLVM inlines them all the
-same (the hashing runs as fast), and numba's own inlining cost 0.2 s more to compile on a first run.
+XXH64's helpers are `dataclean.jit.helper`s, not numba's `inline="always"`: LLVM inlines them all
+the same (the hashing runs as fast), and numba's own inlining cost 0.2 s more to compile on a first
+run.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.

@@ -42,6 +42,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from dataclean.jit import helper
 from dataclean.lang.model_file import LOSS_HS, FastTextModel, read_model
 from dataclean.text.utf8 import utf8_buffers
 
@@ -56,19 +57,19 @@ _CACHE_ROWS = 1 << 19
 _FNV_OFFSET = np.uint32(2166136261)
 
 
-@nb.njit(inline="always")
+@helper
 def _fnv_byte(h: np.uint32, byte: np.uint8) -> np.uint32:
     # numba widens uint32 arithmetic to 64 bits: truncate back, as the C++ uint32_t product wraps.
     return _fnv_step(h, _signed_byte(byte))
 
 
-@nb.njit(inline="always")
+@helper
 def _signed_byte(byte: np.uint8) -> np.uint64:
     """A byte as fastText hashes it: a char, sign-extended to 32 bits."""
     return np.uint64(byte) | np.uint64(0xFFFFFF00) if byte >= 0x80 else np.uint64(byte)
 
 
-@nb.njit(inline="always")
+@helper
 def _fnv_step(h: np.uint32, signed: np.uint64) -> np.uint32:
     return np.uint32((np.uint64(h) ^ signed) * np.uint64(16777619) & np.uint64(0xFFFFFFFF))
 
@@ -95,7 +96,7 @@ def _mul_high(typingctx: Any, a: Any, b: Any) -> Any:
     return types.uint64(types.uint64, types.uint64), codegen
 
 
-@nb.njit(inline="always")
+@helper
 def _is_space(byte: np.uint8) -> bool:
     return byte == 32 or byte == 10 or byte == 13 or byte == 9 or byte == 11 or byte == 12 or byte == 0
 
@@ -151,7 +152,7 @@ def _hidden_kernel(
     dim = rows.shape[1]
     word_mask = len(word_slots) - 1
     # key % bucket as two multiplications (Lemire's fastmod), for a 32-bit key.
-    buckets = np.uint64(max(bucket, 1))
+    buckets = np.uint64(bucket if bucket > 1 else 1)  # (no builtin max: one compile less)
     inverse = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets + np.uint64(1)
     one = np.uint64(1)
     cache_mask = _CACHE_SLOTS - 1
@@ -248,7 +249,7 @@ def _hidden_kernel(
             char_starts[nch] = length + 2
             for c in range(nch):
                 g = _FNV_OFFSET
-                for m in range(min(maxn, nch - c)):
+                for m in range(maxn if maxn < nch - c else nch - c):
                     for r in range(char_starts[c + m], char_starts[c + m + 1]):
                         g = _fnv_step(g, token[r])
                     if m + 1 < minn or (m == 0 and (c == 0 or c == nch - 1)):
@@ -285,7 +286,7 @@ def _hidden_kernel(
                 hidden[d] *= scale
 
 
-@nb.njit(inline="always")
+@helper
 def _sigmoid_logs(output: np.ndarray, row: int, hidden: np.ndarray) -> tuple[np.float32, np.float32]:
     """fastText's log(1 - f + 1e-5) and log(f + 1e-5) for f = sigmoid(output[row] . hidden)."""
     f = np.float32(0.0)
