@@ -172,6 +172,23 @@ def test_list_items_inside_a_line() -> None:
     ]
 
 
+def test_any_numeral_where_a_list_label_could_be() -> None:
+    # Every character Python calls a digit or numeric (superscripts, circled numbers, fractions,
+    # other scripts' digits) in the places a list label goes: no error, exact reconstruction. A
+    # superscript "²" before a period once failed a whole run (int("²") raises).
+    numerals = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isnumeric()]
+    assert "²" in numerals and "①" in numerals and "٣" in numerals
+    for numeral in numerals:
+        text = f"Area in m {numeral}. Next one. {numeral}. Item one {numeral}{numeral}. Item two\n"
+        text += f"{numeral}) End."
+        assert "".join(split_sentences(text)) == text
+    # Decimal digits of other scripts are list labels like ASCII ones.
+    assert sentences_of("Steps: ١) Open the box ٢) Take it out") == [
+        "Steps: ١) Open the box",
+        "٢) Take it out",
+    ]
+
+
 def test_spaced_ellipsis_inside_and_at_the_end_of_a_sentence() -> None:
     assert sentences_of("He said . . . nothing. Then . . . . She left.") == [
         "He said . . . nothing.",

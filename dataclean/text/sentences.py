@@ -193,14 +193,14 @@ def _period_ends_sentence(text: str, at: int, after: str, unit_start: int, end: 
     if len(token) <= 6 and at - len(raw) - unit_start <= 4:
         # "1." or "iv." at the start of a sentence is a list marker, not a sentence.
         lead = text[unit_start : at - len(raw)]
-        if not lead.strip(_BULLETS) and ((token.isdigit() and len(token) <= 3) or _ROMAN.fullmatch(token)):
+        if not lead.strip(_BULLETS) and ((token.isdecimal() and len(token) <= 3) or _ROMAN.fullmatch(token)):
             return False
     return True
 
 
 def _list_value(token: str) -> list[tuple[str, int]]:
     """(kind, value) readings of a list marker's label: 3 -> number 3, c -> letter 3, iv -> roman 4."""
-    if token.isdigit():
+    if token.isdecimal():  # decimal digits of any script; not "²" or "①", which int() refuses
         return [("number", int(token))]
     readings = []
     if len(token) == 1:
@@ -232,7 +232,7 @@ def _label_before(text: str, at: int) -> tuple[int, str] | None:
     token = text[start:at]
     label = token.lstrip(_LIST_BULLETS)
     if not label or not (
-        (label.isdigit() and len(label) <= 3)
+        (label.isdecimal() and len(label) <= 3)
         or (len(label) == 1 and label.isalpha())
         or _ROMAN.fullmatch(label)
     ):
