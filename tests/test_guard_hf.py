@@ -125,3 +125,38 @@ def test_guard_callback_catches_the_data_spike_in_a_trainer_and_stops(tmp_path):
     resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-40"))
     assert drawn and not set(drawn) & set(JUNK_IDS)
     assert resumed_guard.incidents == []
+
+
+def test_the_hugging_face_example_writes_the_logs_dataclean_feedback_reads(tmp_path, monkeypatch):
+    # examples/feedback_loop/hf_trainer.py on real text (the bundled sample's Wikipedia rows): the
+    # guard logs every sample drawn at every step, and `dataclean feedback` reads its logs.
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from dataclean.cli import cli
+
+    root = Path(__file__).resolve().parents[1]
+    texts = pq.read_table(root / "dataclean" / "data" / "sample" / "wiki.parquet").column("text")
+    ids = [f"wiki-{k}" for k in range(len(texts))]
+    corpus = tmp_path / "out" / "data"
+    corpus.mkdir(parents=True)
+    pq.write_table(pa.table({"id": ids, "text": texts}), corpus / "part-0.parquet")
+    monkeypatch.syspath_prepend(str(root / "examples" / "feedback_loop"))
+    import hf_trainer
+
+    logs = tmp_path / "logs"
+    hf_trainer.main(tmp_path / "out", logs, steps=6)
+    losses = ds.dataset(logs / "losses").to_table()
+    steps = ds.dataset(logs / "steps").to_table()
+    assert losses.num_rows == 6 * 16 and set(losses.column("sample_id").to_pylist()) <= set(ids)
+    assert steps.num_rows == 6 and len(set(losses.column("step").to_pylist())) == 6
+    assert np.isfinite(losses.column("loss").to_numpy()).all()
+    command = ["feedback", "--losses", str(logs / "losses"), "--steps", str(logs / "steps")]
+    command += ["--corpus", str(tmp_path / "out"), "-o", str(tmp_path / "feedback")]
+    result = CliRunner().invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "feedback" / "quarantine.parquet").exists()

@@ -1,100 +1,62 @@
-"""Per-sample loss logging in a Hugging Face `Trainer`, for `dataclean feedback`.
+"""The training guard and per-sample loss logs in a Hugging Face `Trainer`, for `dataclean feedback`.
 
-Three changes to an ordinary causal-LM fine-tune:
-1. the dataset keeps dataclean's `id` as a `sample_id` column, and `remove_unused_columns=False`
-   with a collator that passes the ids through as a list (they never reach the model);
-2. `compute_loss` computes each sample's loss with `per_sample_loss` and logs it;
-3. a callback writes the step log (loss, lr, grad norm) that the Trainer reports every
-   `logging_steps`.
+    python examples/feedback_loop/hf_trainer.py CLEANED_OUT LOG_DIR [--steps 40] [--action log]
 
-    python examples/feedback_loop/hf_trainer.py CLEANED_OUT LOG_DIR
+trains a tiny GPT-2 (built from a config: no download) with a byte-level "tokenizer" on a
+cleaned corpus under `GuardedTrainer`, then prints the `dataclean feedback` command for its logs.
+The guard (`TrainingGuard(LOG_DIR, action=...)`) writes what that command reads, the per-sample
+loss log (LOG_DIR/losses) and the step log (LOG_DIR/steps), and LOG_DIR/incidents.jsonl for the
+spikes it sees live. With `--action skip` it also skips the update of a step whose spike the data
+explains and quarantines the samples behind it at once (LOG_DIR/quarantine.parquet).
 
-trains a tiny GPT-2 (built from a config: no download) with a byte-level "tokenizer" on the
-cleaned corpus, then `dataclean feedback --losses LOG_DIR/losses --steps LOG_DIR/steps ...`.
-Needs `pip install transformers accelerate` (not dataclean dependencies).
+What a dataset needs:
+1. dataclean's `id` as a `sample_id` column; `QuarantinedDataset` leaves listed samples out and
+   gives each item a `weight` (down-weighted samples count less);
+2. `remove_unused_columns=False` and a collator that passes `sample_id` (a list) and `weight`
+   through: `GuardedTrainer.compute_loss` takes them out before the model sees the batch.
+
+Needs `pip install "dataclean[hf]"` (transformers and accelerate) and torch.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
-from dataclean.feedback import LossLogWriter, StepLogWriter
-from dataclean.feedback.torch_utils import per_sample_loss
+from dataclean.feedback.guard import TrainingGuard
+from dataclean.feedback.guard_hf import GuardedTrainer
+from dataclean.feedback.sampler import WEIGHT_KEY, DatasetQuarantine, QuarantinedDataset
 
-
-class FeedbackTrainer(Trainer):
-    """A Trainer that logs every sample's loss to a dataclean loss log."""
-
-    def __init__(self, *args: Any, loss_log: LossLogWriter, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.loss_log = loss_log
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
-        sample_ids = inputs.pop("sample_id")
-        labels = inputs.pop("labels")
-        outputs = model(**inputs)
-        losses, tokens = per_sample_loss(outputs.logits, labels, shift=True, return_tokens=True)
-        # The usual token-mean loss; with gradient accumulation divide by the whole step's tokens.
-        denominator = num_items_in_batch if num_items_in_batch is not None else tokens.sum()
-        loss = (losses * tokens).sum() / torch.as_tensor(denominator).clamp(min=1)
-        if model.training:
-            self.loss_log.log(
-                self.state.global_step,
-                sample_ids,
-                losses,
-                epoch=int(self.state.epoch or 0),
-                tokens=tokens,
-            )
-        return (loss, outputs) if return_outputs else loss
-
-
-class StepLogCallback(TrainerCallback):
-    """Writes the Trainer's periodic logs (loss, learning_rate, grad_norm) as a step log."""
-
-    def __init__(self, writer: StepLogWriter) -> None:
-        self.writer = writer
-
-    def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
-        if logs and "loss" in logs:
-            # global_step has already counted this step; compute_loss logged it one lower.
-            self.writer.log(
-                state.global_step - 1,
-                logs["loss"],
-                lr=logs.get("learning_rate"),
-                grad_norm=logs.get("grad_norm"),
-            )
-
-    def on_train_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-        self.writer.close()
+PAD = 256  # bytes are tokens 0-255
 
 
 def byte_collator(seq_len: int):  # type: ignore[no-untyped-def]
-    """Bytes as tokens (0-255, 256 = padding); `sample_id` passes through as a list."""
+    """Bytes as tokens (256 = padding); `sample_id` passes through as a list, `weight` as a tensor."""
 
     def collate(features: list[dict[str, Any]]) -> dict[str, Any]:
-        ids = torch.full((len(features), seq_len), 256, dtype=torch.long)
+        ids = torch.full((len(features), seq_len), PAD, dtype=torch.long)
         for row, feature in enumerate(features):
             data = feature["text"].encode("utf-8")[:seq_len]
             ids[row, : len(data)] = torch.tensor(list(data), dtype=torch.long)
         labels = ids.clone()
-        labels[ids == 256] = -100
+        labels[ids == PAD] = -100
         return {
             "input_ids": ids,
-            "attention_mask": (ids != 256).long(),
+            "attention_mask": (ids != PAD).long(),
             "labels": labels,
             "sample_id": [feature["sample_id"] for feature in features],
+            WEIGHT_KEY: torch.tensor([feature[WEIGHT_KEY] for feature in features]),
         }
 
     return collate
 
 
-def main(corpus: Path, logs: Path, seq_len: int = 128) -> None:
+def main(corpus: Path, logs: Path, steps: int = 40, action: str = "log", seq_len: int = 128) -> None:
     from datasets import Dataset
 
     folder = corpus / "data" if (corpus / "data").is_dir() else corpus
@@ -102,31 +64,38 @@ def main(corpus: Path, logs: Path, seq_len: int = 128) -> None:
     dataset = Dataset.from_dict(
         {"sample_id": table.column("id").to_pylist(), "text": table.column("text").to_pylist()}
     )
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=257, n_positions=seq_len, n_embd=64, n_layer=2, n_head=4))
-    loss_log = LossLogWriter(logs / "losses")
+    guard = TrainingGuard(logs, action=action)
+    data = QuarantinedDataset(dataset, DatasetQuarantine.from_dataset(dataset, guard.quarantine_path))
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=PAD + 1, n_positions=seq_len, n_embd=64, n_layer=2, n_head=4)
+    model = GPT2LMHeadModel(config)
     arguments = TrainingArguments(
         output_dir=str(logs / "trainer"),
         per_device_train_batch_size=16,
-        num_train_epochs=1,
-        max_steps=40,
+        max_steps=steps,
         learning_rate=1e-3,
-        logging_steps=1,
-        remove_unused_columns=False,  # keep sample_id for compute_loss
+        logging_steps=steps,
+        remove_unused_columns=False,  # keep sample_id and weight for compute_loss
         report_to=[],
         save_strategy="no",
         use_cpu=True,
+        disable_tqdm=True,
     )
-    trainer = FeedbackTrainer(
-        model=model,
-        args=arguments,
-        train_dataset=dataset,
-        data_collator=byte_collator(seq_len),
-        callbacks=[StepLogCallback(StepLogWriter(logs / "steps"))],
-        loss_log=loss_log,
+    trainer = GuardedTrainer(
+        model=model, args=arguments, train_dataset=data, data_collator=byte_collator(seq_len), guard=guard
     )
     trainer.train()
-    loss_log.close()
+    print(
+        f"dataclean feedback --losses {logs / 'losses'} --steps {logs / 'steps'} --corpus {corpus}"
+        f" -o {logs / 'feedback'}"
+    )
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", type=Path, help="a dataclean output folder (or its data/)")
+    parser.add_argument("logs", type=Path)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--action", default="log", choices=["log", "skip", "stop"])
+    options = parser.parse_args()
+    main(options.corpus, options.logs, options.steps, options.action)
