@@ -18,7 +18,9 @@ the budget, where installed (benchmark-only, optional: `pip install pysbd senten
 
 Agreement: on the same sample, the share of pysbd's sentence ends that `split_sentences` also
 finds (recall) and the share of ours that pysbd also finds (precision). Neither is ground truth;
-large disagreement would point at a rule to check.
+large disagreement would point at a rule to check. Against a truth: how many cases of the English
+golden rules (the split tests' fixture, expected sentences from pragmatic segmenter and pySBD)
+each splitter gives exactly.
 
 `--json PATH` also writes, per language and library, `split_sentences` against the library on the
 same sample (speed and peak memory above the input, see benchmarks/measure.py) for run_all.py.
@@ -177,6 +179,37 @@ def library_segmenters(lang: str) -> dict[str, Callable[[str], Any]]:
     return found
 
 
+GOLDEN_EN = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "split" / "golden_en.jsonl"
+
+
+def sentence_texts(segment: Callable[[str], Any]) -> Callable[[str], list[str]]:
+    """A splitter's sentences as stripped strings (blingfire's come as offsets)."""
+
+    def sentences(text: str) -> list[str]:
+        found = segment(text)
+        if isinstance(found, tuple):  # blingfire: (text, [(start, end), ...])
+            found = [text[start:end] for start, end in found[1]]
+        return [str(piece).strip() for piece in found if str(piece).strip()]
+
+    return sentences
+
+
+def golden_agreement(libraries: bool) -> None:
+    """Print how many cases of the English golden rules (pragmatic segmenter's golden rules, more of
+    its English spec and pySBD's regression cases: the split tests' fixture, expected sentences
+    written by those projects) each splitter gives exactly."""
+    cases = [json.loads(line) for line in GOLDEN_EN.open(encoding="utf-8")]
+    splitters: dict[str, Callable[[str], Any]] = {"split_sentences": split_sentences}
+    if libraries:
+        splitters.update(library_segmenters("en"))
+    scores = []
+    for name, segment in splitters.items():
+        sentences = sentence_texts(segment)
+        right = sum(sentences(case["text"]) == [e.strip() for e in case["expected"]] for case in cases)
+        scores.append(f"{name} {right}")
+    print(f"English golden rules ({len(cases)} cases, exact sentences): {', '.join(scores)}\n")
+
+
 def report(lang: str, docs: list[str], max_chars: int, repeat: int, libraries: bool) -> list[dict[str, Any]]:
     """Print one language's speeds against the references, chunk figures and pysbd agreement;
     return split_sentences against each library on the library sample (run_all's rows)."""
@@ -299,6 +332,7 @@ def main() -> None:
     }
     print(f"data: {DATA if real else 'generated (no reference data found)'}")
     print(f"budget: max_chars={args.max_chars}; median of {args.repeat} rounds, same warm-up; one core\n")
+    golden_agreement(not args.no_libraries)
     rows, stages = [], {}
     for lang, docs in corpora.items():
         found = report(lang, docs, args.max_chars, args.repeat, not args.no_libraries)
