@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import corpus as data
 from benchmarks import reference_dedup
-from benchmarks.bench_scale import run_measured
+from benchmarks.bench_scale import dataclean_command, run_measured
 from benchmarks.rounds import describe, round_ratios, spread
 from dataclean import columns as C
 
@@ -178,24 +178,8 @@ def build_corpus(folder: Path, docs: int, shards: int, seed: int = 7) -> None:
 
 def run_dataclean(corpus: Path, out: Path) -> dict[str, Any]:
     """`dataclean run --only dedup` in a fresh process: wall seconds, memory, its own stats."""
-    command = [
-        sys.executable,
-        "-m",
-        "dataclean",
-        "run",
-        str(corpus),
-        "-o",
-        str(out),
-        "--only",
-        "dedup",
-        "--set",
-        f"dedup.threshold={THRESHOLD}",
-        "--workers",
-        str(WORKERS),
-        "--overwrite",
-        "--quiet",
-    ]
-    seconds, memory = run_measured(command, "dataclean dedup")
+    options = ("--only", "dedup", "--set", f"dedup.threshold={THRESHOLD}", "--workers", str(WORKERS))
+    seconds, memory = run_measured(dataclean_command(corpus, out, *options), "dataclean dedup")
     stats = json.loads((out / "stats.json").read_text())
     stage = next(s for s in stats["stages"] if s["stage"] == "dedup")
     return {
@@ -209,23 +193,20 @@ def run_dataclean(corpus: Path, out: Path) -> dict[str, Any]:
     }
 
 
+def datatrove_command(corpus: Path, out: Path, tasks: int, result: Path, *options: str) -> list[str]:
+    """benchmarks/datatrove_equivalent.py over CORPUS into OUT, `WORKERS` workers, its figures
+    written to RESULT (JSON), as a command."""
+    script = str(ROOT / "benchmarks" / "datatrove_equivalent.py")
+    options += ("--tasks", str(tasks), "--workers", str(WORKERS), "--json", str(result))
+    return [sys.executable, script, str(corpus), str(out), *options]
+
+
 def run_datatrove(corpus: Path, out: Path, tasks: int) -> dict[str, Any]:
     """datatrove's four MinHash stages in a fresh process: wall seconds, memory, its stage seconds."""
     result = out.parent / f"{out.name}.json"
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "datatrove_equivalent.py"),
-        str(corpus),
-        str(out),
-        "--dedup-only",
-        "--tasks",
-        str(tasks),
-        "--workers",
-        str(WORKERS),
-        "--json",
-        str(result),
-    ]
-    seconds, memory = run_measured(command, "datatrove dedup")
+    seconds, memory = run_measured(
+        datatrove_command(corpus, out, tasks, result, "--dedup-only"), "datatrove dedup"
+    )
     found = json.loads(result.read_text())
     return {
         "seconds": seconds,

@@ -175,6 +175,22 @@ def run_measured(command: list[str], label: str, cluster: bool = False) -> tuple
     return seconds, sampler
 
 
+def dataclean_command(corpus: Path, out: Path, *options: str) -> list[str]:
+    """`dataclean run CORPUS -o OUT --overwrite --quiet OPTIONS` in this Python, as a command."""
+    return [
+        sys.executable,
+        "-m",
+        "dataclean",
+        "run",
+        str(corpus),
+        "-o",
+        str(out),
+        "--overwrite",
+        "--quiet",
+        *options,
+    ]
+
+
 def run_config(
     corpus: Path,
     out: Path,
@@ -187,23 +203,16 @@ def run_config(
 
     With `address` the run joins that Ray cluster instead of starting an embedded one; `extra`
     options go to `dataclean run` as they are (e.g. `--skip split`)."""
-    command = [
-        sys.executable,
-        "-m",
-        "dataclean",
-        "run",
-        str(corpus),
-        "-o",
-        str(out),
-        "--overwrite",
-        "--quiet",
+    command = dataclean_command(
+        corpus,
+        out,
         "--executor",
         executor,
         "--workers",
         str(workers),
         *(["--address", address] if address else []),
         *extra,
-    ]
+    )
     seconds, sampler = run_measured(command, f"{executor}/{workers}", cluster=address is not None)
     stats = json.loads((out / "stats.json").read_text())
     return {

@@ -181,23 +181,31 @@ def _step_seconds(stats: Any) -> dict[str, float]:
     return own
 
 
-def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
-    """The datatrove pipeline over `source`'s Parquet shards; outputs under `work`."""
-    from datatrove.pipeline.dedup import (
-        MinhashDedupBuckets,
-        MinhashDedupCluster,
-        MinhashDedupFilter,
-        MinhashDedupSignature,
-    )
+def _minhash(work: Path, cluster_ids: bool) -> tuple[Any, list[tuple[list[Any], int]]]:
+    """MinHash stage 1's signature step (BANDS, dataclean's shingles and hash) and stages 2 and 3
+    (buckets, clusters), their files under `work`, which is cleared first."""
+    from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupSignature
     from datatrove.pipeline.dedup.minhash import MinhashConfig
-    from datatrove.pipeline.formatters import FTFYFormatter
-    from datatrove.pipeline.readers import ParquetReader
-    from datatrove.pipeline.writers import ParquetWriter
 
     shutil.rmtree(work, ignore_errors=True)
     config = MinhashConfig(num_buckets=BANDS[0], hashes_per_bucket=BANDS[1])
     signer = MinhashDedupSignature(str(work / "sigs"), config=config, language=ScriptTokenizer())
     signer._hash_func = xxh64_text
+    buckets = MinhashDedupBuckets(str(work / "sigs"), str(work / "buckets"), config=config)
+    clusters = MinhashDedupCluster(
+        str(work / "buckets"), str(work / "remove"), config=config, save_cluster_id=cluster_ids
+    )
+    return signer, [([buckets], config.num_buckets), ([clusters], 1)]
+
+
+def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
+    """The datatrove pipeline over `source`'s Parquet shards; outputs under `work`."""
+    from datatrove.pipeline.dedup import MinhashDedupFilter
+    from datatrove.pipeline.formatters import FTFYFormatter
+    from datatrove.pipeline.readers import ParquetReader
+    from datatrove.pipeline.writers import ParquetWriter
+
+    signer, middle = _minhash(work, cluster_ids=True)
     repaired = str(work / "repaired")
     stages = [
         (
@@ -209,8 +217,7 @@ def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
             ],
             tasks,
         ),
-        ([MinhashDedupBuckets(str(work / "sigs"), str(work / "buckets"), config=config)], config.num_buckets),
-        ([MinhashDedupCluster(str(work / "buckets"), str(work / "remove"), config, save_cluster_id=True)], 1),
+        *middle,
         (
             [
                 ParquetReader(repaired, glob_pattern="*.parquet"),
@@ -250,28 +257,18 @@ def _execute(stages: list[tuple[list[Any], int]], work: Path, workers: int) -> d
 
 def dedup_only(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
     """datatrove's four MinHash stages alone over `source`: kept rows to out/, removed to removed/."""
-    from datatrove.pipeline.dedup import (
-        MinhashDedupBuckets,
-        MinhashDedupCluster,
-        MinhashDedupFilter,
-        MinhashDedupSignature,
-    )
-    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.pipeline.dedup import MinhashDedupFilter
     from datatrove.pipeline.readers import ParquetReader
     from datatrove.pipeline.writers import ParquetWriter
 
-    shutil.rmtree(work, ignore_errors=True)
-    config = MinhashConfig(num_buckets=BANDS[0], hashes_per_bucket=BANDS[1])
-    signer = MinhashDedupSignature(str(work / "sigs"), config=config, language=ScriptTokenizer())
-    signer._hash_func = xxh64_text
+    signer, middle = _minhash(work, cluster_ids=False)
 
     def reader() -> Any:
         return ParquetReader(str(source), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT)
 
     stages = [
         ([reader(), signer], tasks),
-        ([MinhashDedupBuckets(str(work / "sigs"), str(work / "buckets"), config=config)], config.num_buckets),
-        ([MinhashDedupCluster(str(work / "buckets"), str(work / "remove"), config=config)], 1),
+        *middle,
         (
             [
                 reader(),

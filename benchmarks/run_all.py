@@ -97,19 +97,8 @@ def dataclean_pipeline(corpus: Path, out: Path, extra: tuple[str, ...] = ()) -> 
 def datatrove_pipeline(corpus: Path, work: Path, tasks: int) -> dict[str, Any]:
     """benchmarks/datatrove_equivalent.py in a fresh process; its step seconds and memory."""
     result = work / "datatrove.json"
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "datatrove_equivalent.py"),
-        str(corpus),
-        str(work / "datatrove"),
-        "--tasks",
-        str(tasks),
-        "--workers",
-        str(WORKERS),
-        "--json",
-        str(result),
-    ]
     before = load()
+    command = bench_dedup.datatrove_command(corpus, work / "datatrove", tasks, result)
     seconds, memory = run_measured(command, "datatrove pipeline")
     return {
         **json.loads(result.read_text()),
