@@ -95,8 +95,9 @@ def compile_kernels(stages: Sequence[Any], executor: Any) -> None:
     elsewhere = [s for s in with_kernels if id(s) not in _BACKGROUND]
     elsewhere.sort(key=lambda stage: -type(stage).compile_seconds)
     here = [_BACKGROUND.pop(id(s)) for s in with_kernels if id(s) in _BACKGROUND]
-    workers = executor.workers if executor.workers > 1 else 0
-    on_workers, left_over = elsewhere[:workers], elsewhere[workers:] if workers else []
+    if executor.workers <= 1:
+        elsewhere = []  # compiled as the run goes (docstring)
+    on_workers, left_over = elsewhere[: executor.workers], elsewhere[executor.workers :]
     with ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels") as pool:
         remote = pool.submit(executor.map, _compile, on_workers) if on_workers else None
         try:

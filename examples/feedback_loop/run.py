@@ -28,6 +28,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -124,19 +125,27 @@ def plot_curves(work: Path) -> Path | None:
     return path
 
 
+def _blame(
+    found: dict[str, Any], key: str, records: list[str], injected: dict[str, str]
+) -> tuple[bool, set[str], list[str]]:
+    """(right, blamed, clean) for a spike's verdict: right if it says `data` and blames all the
+    corrupt records and no clean sample (other injected samples that shared the batch may be
+    blamed with them)."""
+    blamed = set(found[key])
+    clean = sorted(blamed - set(injected))
+    return found["diagnosis"] == "data" and set(records) <= blamed and not clean, blamed, clean
+
+
 def check_spike(work: Path, step: int, records: list[str], injected: dict[str, str]) -> bool:
-    """Print what `dataclean feedback` said about the injected data spike; True if it named it
-    `data` and blamed all the corrupt records and no clean sample (other injected samples that
-    shared the batch may be blamed with them)."""
+    """Print what `dataclean feedback` said about the injected data spike; True if `_blame` finds
+    it right."""
     spikes = json.loads((work / "feedback" / "spikes.json").read_text())
     print(f"\nspikes found: {[(s['step'], s['diagnosis']) for s in spikes]}")
     found = next((s for s in spikes if s["step"] == step), None)
     if found is None:
         print(f"the data spike at step {step} was NOT found")
         return False
-    blamed = set(found["sample_ids"])
-    clean = sorted(blamed - set(injected))
-    right = found["diagnosis"] == "data" and set(records) <= blamed and not clean
+    right, blamed, clean = _blame(found, "sample_ids", records, injected)
     print(
         f"data spike at step {step}: diagnosed {found['diagnosis']}, blamed {len(blamed)} samples: "
         f"{len(set(records) & blamed)} of the {len(records)} corrupt records, "
@@ -148,8 +157,8 @@ def check_spike(work: Path, step: int, records: list[str], injected: dict[str, s
 
 def check_guard(logs: Path, step: int, records: list[str], injected: dict[str, str]) -> bool:
     """Print what the training guard did at the injected data spike while it trained; True if it
-    caught the spike at that step, diagnosed `data`, and quarantined all the corrupt records and
-    no clean sample (as `check_spike` asks of the analysis after the run)."""
+    caught the spike at that step and `_blame` finds what it quarantined at once right (as
+    `check_spike` asks of the analysis after the run)."""
     path = logs / "incidents.jsonl"
     incidents = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     print(f"guard, live: {[(i['step'], i['diagnosis'], i['action']) for i in incidents]}")
@@ -157,9 +166,7 @@ def check_guard(logs: Path, step: int, records: list[str], injected: dict[str, s
     if found is None:
         print(f"the guard did NOT catch the data spike at step {step}")
         return False
-    quarantined = set(found["quarantined"])
-    clean = sorted(quarantined - set(injected))
-    right = found["diagnosis"] == "data" and set(records) <= quarantined and not clean
+    right, quarantined, clean = _blame(found, "quarantined", records, injected)
     print(
         f"guard at step {step}: diagnosed {found['diagnosis']}, action {found['action']}, "
         f"quarantined {len(quarantined)} samples at once: {len(set(records) & quarantined)} of the "
