@@ -186,6 +186,8 @@ def run_pipeline(
             return dict(read_json(f"{layout.root}/stats.json"))
         clear_output(layout)  # same config, changed inputs: a completed run starts over
     write_json(f"{layout.root}/manifest.json", manifest)
+    for stage in stages:  # before they are shipped to the workers (Stage.prepare)
+        stage.prepare(f"{layout.work}/prepare-{stage.name}")
     compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.kernels)
 
     all_stats: list[dict[str, Any]] = []

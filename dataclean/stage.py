@@ -40,9 +40,29 @@ class Stage(ABC):
 
     name: ClassVar[str]
     destination: ClassVar[str] = "excluded"
+    # The columns this stage reads beyond what every batch has (`id`, `text`, `parent_id`,
+    # `bad_bytes`: the reader's), and the columns it adds. Planning a run checks that an earlier
+    # stage provides each required column; every column has exactly one producer. A stage whose
+    # columns depend on its parameters overrides `required_columns` / `provided_columns`.
+    requires: ClassVar[tuple[str, ...]] = ()
+    provides: ClassVar[tuple[str, ...]] = ()
     # About how long `compile_kernels` takes on a first run, in CPU seconds (as
     # benchmarks/bench_compile.py measures it): the workers take the longest first.
     compile_seconds: ClassVar[float] = 0.0
+
+    def required_columns(self) -> tuple[str, ...]:
+        """Columns this stage reads that an earlier stage must provide (default: `requires`)."""
+        return self.requires
+
+    def provided_columns(self) -> tuple[str, ...]:
+        """Columns this stage adds (default: `provides`)."""
+        return self.provides
+
+    def prepare(self, scratch: str) -> None:  # noqa: B027 - optional hook, most stages need nothing
+        """Once per run, on the driver, before the first shard: build what every worker needs
+        from inputs other than the corpus (an index of evaluation sets, a fetched model). Keep
+        what is small on `self` (the stage is pickled to the workers after this), or write it
+        under `scratch` (a folder private to this stage) and keep its path."""
 
     def setup(self) -> None:  # noqa: B027 - optional hook, most stages need nothing
         """Load heavy resources once per worker process; called before the first batch."""
