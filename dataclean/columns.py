@@ -28,12 +28,17 @@ ACTION = "action"
 BAD_BYTES = "bad_bytes"
 # Added by the clean stage: characters removed or replaced by clean_text.
 REMOVED_CHARS = "clean_removed_chars"
+# Added by the pii stage: personal-data spans replaced with placeholders in the row.
+PII_REDACTED = "pii_redacted"
 
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.
 DROP_REASON = "__drop_reason"
 # Private: a stage lists a row it keeps in its destination folder too (a copy) with a reason here.
 COPY_REASON = "__copy_reason"
+# Private: a stage counts something per row in `{COUNT_PREFIX}{name}` (int); the runner sums each
+# into the stage's `counts` in stats.json and removes the column (`with_counts`).
+COUNT_PREFIX = "__count:"
 
 # Contract columns first, in this order, in every output file.
 LEADING = (ID, TEXT, PARENT_ID, LANG, LANG_SCORE, TEXT_HASH, WEIGHT, DUP_CLUSTER, PPL, PPL_BUCKET)

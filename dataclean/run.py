@@ -30,7 +30,7 @@ from dataclean.io.readers import ReadOptions
 from dataclean.io.shards import Shard, discover, filesystem
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
 from dataclean.kernels import compile_kernels
-from dataclean.runner import GroupTask, GroupWorker, Layout
+from dataclean.runner import GroupTask, GroupWorker, Layout, redaction
 from dataclean.stage import Executor, FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
 
@@ -190,11 +190,12 @@ def run_pipeline(
         stage.prepare(f"{layout.work}/prepare-{stage.name}")
     compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.kernels)
 
+    redactor, unredacted = redaction(list(stages))
     all_stats: list[dict[str, Any]] = []
     fit_seconds: dict[str, float] = {}
     for number, group in enumerate(groups):
         final = number == len(groups) - 1
-        worker = GroupWorker(group.stages, group.observer, layout, read_options, final)
+        worker = GroupWorker(group.stages, group.observer, layout, read_options, final, redactor, unredacted)
         tasks, done = [], []
         for shard in shards:
             recorded = _task_done(layout, number, shard)

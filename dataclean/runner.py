@@ -4,7 +4,9 @@
 (from the input for the first group, from the previous group's intermediate files otherwise)
 through the group's stages, routes each stage's dropped rows to `excluded/` or `quarantined/` with
 `stage` and `reason` (`{stage}:{reason}`), feeds the kept rows to the group's barrier (`observe`),
-and writes the kept rows. It returns the task's stats (see `dataclean.stats`). Workers are
+and writes the kept rows. It returns the task's stats (see `dataclean.stats`). Rows that the reader or
+a stage before a redacting stage (`Stage.redacts`: pii) drops pass through its `redact` before they
+are written (`redaction`), so no output holds the personal data that stage removes. Workers are
 picklable and load their stages' resources (`setup`) once, on the first task they run.
 
 A stage that raises on a batch: with `on_error="raise"` (the default) that is a `StageError`
@@ -147,6 +149,18 @@ def split_outputs(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table 
     return kept, dropped, copies
 
 
+def _take_counts(table: pa.Table, stage_stats: dict[str, Any]) -> pa.Table:
+    """Sum a stage's per-row counts (`with_counts`) into its stats; return the table without them."""
+    names = [name for name in table.column_names if name.startswith(C.COUNT_PREFIX)]
+    if not names:
+        return table
+    counts = stage_stats.setdefault("counts", {})
+    for name in names:
+        kind = name[len(C.COUNT_PREFIX) :]
+        counts[kind] = counts.get(kind, 0) + int(pc.sum(table.column(name)).as_py() or 0)
+    return table.drop_columns(names)
+
+
 def _labelled(stage_name: str, rows: pa.Table, reason_column: str) -> pa.Table:
     """Rows for excluded/ or quarantined/: `stage`, and `reason` = `{stage}:{the stage's reason}`."""
     prefixed = pc.binary_join_element_wise(stage_name, rows.column(reason_column), ":")
@@ -156,20 +170,34 @@ def _labelled(stage_name: str, rows: pa.Table, reason_column: str) -> pa.Table:
     return _ordered(rows)
 
 
+def redaction(stages: list[Stage]) -> tuple[Stage | None, frozenset[str]]:
+    """The pipeline's first redacting stage (`Stage.redacts`), and the names of the steps before
+    it (the reader's included) whose dropped rows it must redact before they are written."""
+    for position, stage in enumerate(stages):
+        if stage.redacts:
+            return stage, frozenset([READ, *(s.name for s in stages[:position])])
+    return None, frozenset()
+
+
 @dataclass
 class GroupWorker:
-    """Runs stage groups over shards; shipped to each worker once (see the module docstring)."""
+    """Runs stage groups over shards; shipped to each worker once (see the module docstring).
+
+    `redactor` redacts the dropped rows of the steps named in `unredacted` (`redaction`)."""
 
     stages: list[Stage]
     observer: GlobalStage | None
     layout: Layout
     read_options: ReadOptions
     final: bool
+    redactor: Stage | None = None
+    unredacted: frozenset[str] = frozenset()
     _ready: bool = field(default=False, init=False, repr=False)
 
     def __call__(self, task: GroupTask) -> dict[str, Any]:
         if not self._ready:
-            for stage in [*self.stages, *([self.observer] if self.observer else [])]:
+            extra = [s for s in (self.observer, self.redactor) if s is not None and s not in self.stages]
+            for stage in [*self.stages, *extra]:
                 stage.setup()
             self._ready = True
         return _ShardRun(self, task).run()
@@ -276,6 +304,8 @@ class _ShardRun:
     def _route(self, stage_name: str, destination: str, dropped: pa.Table, copies: bool = False) -> None:
         """Write rows to OUT/{destination}/; count them as excluded or quarantined, or, for copies
         of kept rows (`with_copies`), as copied."""
+        if stage_name in self.worker.unredacted and self.worker.redactor is not None:
+            dropped = self.worker.redactor.redact(dropped)
         key = (destination, stage_name)
         writer = self.drop_writers.get(key)
         if writer is None:
@@ -303,7 +333,7 @@ class _ShardRun:
             stage_stats["rows_in"] += rows_in
             stage_stats["bytes_in"] += _text_bytes(table)
             started = time.perf_counter()
-            out = self._apply(stage, table)
+            out = _take_counts(self._apply(stage, table), stage_stats)
             stage_stats["seconds"] += time.perf_counter() - started
             added = out.num_rows - rows_in
             stage_stats["rows_added"] += added

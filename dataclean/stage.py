@@ -49,6 +49,10 @@ class Stage(ABC):
     # About how long `compile_kernels` takes on a first run, in CPU seconds (as
     # benchmarks/bench_compile.py measures it): the workers take the longest first.
     compile_seconds: ClassVar[float] = 0.0
+    # A stage that removes personal data (pii): the rows that stages before it drop, and that the
+    # reader rejects, go through its `redact` before the runner writes them, so nothing written
+    # under OUT/ holds what this stage would have removed.
+    redacts: ClassVar[bool] = False
 
     def required_columns(self) -> tuple[str, ...]:
         """Columns this stage reads that an earlier stage must provide (default: `requires`)."""
@@ -72,6 +76,11 @@ class Stage(ABC):
         of the same types as real batches, without loading models. Called once per run on a
         worker before the first shard, so each kernel is compiled once, not once per worker
         process (`dataclean.kernels`)."""
+
+    def redact(self, table: pa.Table) -> pa.Table:
+        """Rows (as the runner writes them, with `stage` and `reason`) with personal data removed;
+        only called on a stage whose `redacts` is true. The default: the stage itself."""
+        return self(table)
 
     @abstractmethod
     def __call__(self, table: pa.Table) -> pa.Table:
@@ -177,6 +186,17 @@ def reason_kind(reason: str) -> str:
     """The countable part of a reason: `stage:kind` (`dedup:exact_of:abc` -> `dedup:exact_of`)."""
     parts = reason.split(":", 2)
     return ":".join(parts[:2])
+
+
+def with_counts(table: pa.Table, counts: dict[str, pa.Array | Sequence[int]]) -> pa.Table:
+    """Count things per row for stats.json: `counts[name][i]` for row i. The runner sums each
+    name into the stage's `counts` (`"counts": {"email": 12}`) and removes the columns."""
+    for name, values in counts.items():
+        array = values if isinstance(values, pa.Array) else pa.array(values, type=pa.int64())
+        if len(array) != table.num_rows:
+            raise ValueError(f"{len(array)} counts of {name!r} for {table.num_rows} rows")
+        table = table.append_column(f"{C.COUNT_PREFIX}{name}", array)
+    return table
 
 
 def with_copies(table: pa.Table, reasons: pa.Array | Sequence[str | None]) -> pa.Table:

@@ -7,14 +7,18 @@ from dataclean.stages.clean import CleanText
 from dataclean.stages.dedup import DropDuplicates
 from dataclean.stages.language import IdentifyLanguage
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
+from dataclean.stages.pii import RedactPersonalData
 from dataclean.stages.quarantine import DropQuarantined
 from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> language -> dedup -> split -> perplexity -> perplexity_filter -> quarantine."""
+    """clean -> pii -> language -> dedup -> split -> perplexity -> perplexity_filter -> quarantine."""
     return [
         CleanText(),
+        # Right after clean, before anything is written: rows clean or the reader excluded are
+        # redacted by this stage when they are written (Stage.redacts).
+        RedactPersonalData(),
         # Right after clean: dedup's shingles and the perplexity model follow the language.
         # Keeps every language unless `--set language.keep=zh,en`.
         IdentifyLanguage(),
