@@ -30,6 +30,10 @@ BAD_BYTES = "bad_bytes"
 REMOVED_CHARS = "clean_removed_chars"
 # Added by the pii stage: personal-data spans replaced with placeholders in the row.
 PII_REDACTED = "pii_redacted"
+# Added by the decontaminate stage: n-grams the row shares with the eval sets (0 when clean), and
+# the eval sets they come from, most matched first, comma-separated (null when clean).
+CONTAMINATION_NGRAMS = "contamination_ngrams"
+CONTAMINATED_BY = "contaminated_by"
 
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.
@@ -39,6 +43,9 @@ COPY_REASON = "__copy_reason"
 # Private: a stage counts something per row in `{COUNT_PREFIX}{name}` (int); the runner sums each
 # into the stage's `counts` in stats.json and removes the column (`with_counts`).
 COUNT_PREFIX = "__count:"
+# Private: rows a stage records about each row for its OUT/ records file (`with_records`): a list
+# of structs per row; the runner writes them with the row's id and removes the column.
+RECORDS = "__records"
 
 # Contract columns first, in this order, in every output file.
 LEADING = (ID, TEXT, PARENT_ID, LANG, LANG_SCORE, TEXT_HASH, WEIGHT, DUP_CLUSTER, PPL, PPL_BUCKET)

@@ -22,10 +22,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 import dataclean
+from dataclean import columns as C
 from dataclean.config import config_hash, describe
 from dataclean.errors import ConfigError, OutputError
 from dataclean.io import hf
+from dataclean.io.files import atomic_output, read_parquet
 from dataclean.io.readers import ReadOptions
 from dataclean.io.shards import Shard, discover, filesystem
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
@@ -36,7 +41,16 @@ from dataclean.stats import summarize
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
-OUTPUT_ENTRIES = ("data", "excluded", "quarantined", "_work", "stats.json", "report.html")
+# What a run writes under OUT/ (removed by --overwrite), records files of stages included.
+OUTPUT_ENTRIES = (
+    "data",
+    "excluded",
+    "quarantined",
+    "_work",
+    "stats.json",
+    "report.html",
+    "contamination.parquet",
+)
 
 
 @dataclass
@@ -229,6 +243,9 @@ def run_pipeline(
             group.observer.fit(FitContext(summaries, scratch, executor, summary_shards))
             fit_seconds[group.observer.name] = time.perf_counter() - fit_started
 
+    for stage in stages:
+        if stage.records_file is not None:
+            merge_records(layout, stage)
     stats = summarize(all_stats, [s.name for s in stages], time.perf_counter() - started, fit_seconds)
     write_json(f"{layout.root}/stats.json", stats)
     manifest["complete"] = True
@@ -238,6 +255,19 @@ def run_pipeline(
     if report:
         write_run_report(layout.root)
     return stats
+
+
+def merge_records(layout: Layout, stage: Stage) -> None:
+    """OUT/{stage.records_file}: the records its workers wrote (`with_records`), shard by shard,
+    one row group per part, so memory holds one part at a time; an empty file when none."""
+    assert stage.records_file is not None and stage.records_schema is not None
+    schema = pa.schema([pa.field(C.ID, pa.string()), *stage.records_schema])
+    with (
+        atomic_output(f"{layout.root}/{stage.records_file}") as sink,
+        pq.ParquetWriter(sink, schema) as writer,
+    ):
+        for path in parquet_files(layout.records(stage.name)):
+            writer.write_table(read_parquet(path).cast(schema))
 
 
 def write_run_report(root: str) -> None:

@@ -62,6 +62,10 @@ class Layout:
     def done_marker(self, group: int, shard: Shard) -> str:
         return posixpath.join(self.group(group), f"{shard.index:05d}.done.json")
 
+    def records(self, stage_name: str) -> str:
+        """Where workers write a stage's records (`Stage.records_file`) until the run merges them."""
+        return posixpath.join(self.work, f"records-{stage_name}")
+
     def summaries(self, group: int) -> str:
         return posixpath.join(self.group(group), "summary")
 
@@ -223,11 +227,12 @@ class _ShardRun:
             else None
         )
         self.drop_writers: dict[tuple[str, str], PartWriter] = {}
+        self.record_writers: dict[str, PartWriter] = {}
         self.stats: dict[str, Any] = {"shard": self.shard.name, "account": new_account(), "stages": {}}
 
     def _writers(self) -> list[PartWriter]:
         extra = [self.summary_writer] if self.summary_writer is not None else []
-        return [self.kept_writer, *extra, *self.drop_writers.values()]
+        return [self.kept_writer, *extra, *self.drop_writers.values(), *self.record_writers.values()]
 
     def run(self) -> dict[str, Any]:
         observer = self.worker.observer
@@ -333,7 +338,7 @@ class _ShardRun:
             stage_stats["rows_in"] += rows_in
             stage_stats["bytes_in"] += _text_bytes(table)
             started = time.perf_counter()
-            out = _take_counts(self._apply(stage, table), stage_stats)
+            out = self._take_records(stage, _take_counts(self._apply(stage, table), stage_stats))
             stage_stats["seconds"] += time.perf_counter() - started
             added = out.num_rows - rows_in
             stage_stats["rows_added"] += added
@@ -345,6 +350,26 @@ class _ShardRun:
                 self._route(stage.name, stage.destination, copies, copies=True)
             stage_stats["rows_out"] += table.num_rows
             stage_stats["bytes_out"] += _text_bytes(table)
+        return table
+
+    def _take_records(self, stage: Stage, table: pa.Table) -> pa.Table:
+        """Write a stage's records (`with_records`) with their rows' ids; remove the column."""
+        if C.RECORDS not in table.column_names:
+            return table
+        lists = table.column(C.RECORDS).combine_chunks()
+        table = table.drop_columns([C.RECORDS])
+        flat = pc.list_flatten(lists)
+        if len(flat) == 0:
+            return table
+        ids = table.column(C.ID).take(pc.list_parent_indices(lists))
+        records = pa.Table.from_arrays([ids, *flat.flatten()], [C.ID, *(f.name for f in flat.type)])
+        writer = self.record_writers.get(stage.name)
+        if writer is None:
+            folder = self.worker.layout.records(stage.name)
+            writer = self.record_writers[stage.name] = PartWriter(
+                folder, self.worker.layout.shard_stem(self.shard.index)
+            )
+        writer.write(records)
         return table
 
     def _apply(self, stage: Stage, table: pa.Table) -> pa.Table:

@@ -53,6 +53,10 @@ class Stage(ABC):
     # reader rejects, go through its `redact` before the runner writes them, so nothing written
     # under OUT/ holds what this stage would have removed.
     redacts: ClassVar[bool] = False
+    # A stage that records facts about rows in a file of its own under OUT/ (decontaminate:
+    # `contamination.parquet`): the file's name, and the columns of its records after `id`.
+    records_file: ClassVar[str | None] = None
+    records_schema: ClassVar[pa.Schema | None] = None
 
     def required_columns(self) -> tuple[str, ...]:
         """Columns this stage reads that an earlier stage must provide (default: `requires`)."""
@@ -197,6 +201,15 @@ def with_counts(table: pa.Table, counts: dict[str, pa.Array | Sequence[int]]) ->
             raise ValueError(f"{len(array)} counts of {name!r} for {table.num_rows} rows")
         table = table.append_column(f"{C.COUNT_PREFIX}{name}", array)
     return table
+
+
+def with_records(table: pa.Table, records: pa.Array) -> pa.Table:
+    """Record facts about rows in the stage's `records_file`: `records[i]` is a list of structs
+    (of `records_schema`'s fields) about row i, empty or null for none. The runner writes each
+    with the row's `id`, whether the row is kept or dropped, and removes the column."""
+    if len(records) != table.num_rows:
+        raise ValueError(f"{len(records)} record lists for {table.num_rows} rows")
+    return table.append_column(C.RECORDS, records)
 
 
 def with_copies(table: pa.Table, reasons: pa.Array | Sequence[str | None]) -> pa.Table:

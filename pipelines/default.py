@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
+from dataclean.stages.decontaminate import DropContaminated
 from dataclean.stages.dedup import DropDuplicates
 from dataclean.stages.language import IdentifyLanguage
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
@@ -13,7 +14,8 @@ from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> pii -> language -> dedup -> split -> perplexity -> perplexity_filter -> quarantine."""
+    """clean -> pii -> language -> dedup -> [decontaminate] -> split -> perplexity -> perplexity_filter
+    -> quarantine."""
     return [
         CleanText(),
         # Right after clean, before anything is written: rows clean or the reader excluded are
@@ -24,6 +26,9 @@ def build() -> list[Stage]:
         IdentifyLanguage(),
         # Before split: duplicates are whole documents, not chunks.
         DropDuplicates(),
+        # A no-op until `--set decontaminate.evals=NAME=PATH,...`; after dedup (each copy of an
+        # eval text is matched once), before split (a whole document is judged, not a chunk).
+        DropContaminated(),
         SplitLongDocuments(),
         ScorePerplexity(),
         # Buckets at the corpus's 30th/60th percentiles per language; drop the worst 0.2%.

@@ -248,6 +248,12 @@ class Normalized:
         return np.where(known, by_lang, modes).astype(np.uint8)
 
 
+def unsegmented_code_points(fold: Sequence[str] = DEFAULT_FOLD) -> np.ndarray:
+    """Per BMP code point of normalized text: whether it is a letter of an unsegmented script
+    (Han, kana, Thai...), which tokenizers of normalized text take one character at a time."""
+    return _tables(tuple(sorted(fold)))[1] == _UNSEGMENTED
+
+
 def normalize_text(text: str, fold: Sequence[str] = DEFAULT_FOLD) -> str:
     """The normalized form of one text (the batch kernel on a batch of one)."""
     return Normalized([text], fold).text(0)

@@ -13,6 +13,7 @@ from typing import Any
 
 from dataclean.report.clusters import ClusterSummary, cluster_summary
 from dataclean.report.compare import Comparison, compare_runs
+from dataclean.report.contamination import EvalSetContamination, contamination_summary
 from dataclean.report.excerpts import Excerpt, sample_excerpts
 from dataclean.report.languages import LanguageSummary, language_summary
 from dataclean.report.lengths import LengthSummary, length_summary
@@ -32,6 +33,7 @@ class RunReport:
     clusters: ClusterSummary | None
     comparison: Comparison | None
     generated_at: str
+    contamination: list[EvalSetContamination] | None = None
 
     @property
     def stages(self) -> list[dict[str, Any]]:
@@ -64,5 +66,6 @@ def build_report(root: str, compare_to: str | None = None) -> RunReport:
             lengths=lengths.result(),
             clusters=clusters.result(),
             comparison=comparison,
+            contamination=contamination_summary(output),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         )

@@ -293,6 +293,28 @@ def _clusters(report: RunReport) -> str:
     )
 
 
+def _contamination(report: RunReport) -> str:
+    sets = report.contamination
+    if sets is None:
+        return ""
+    if not sets:
+        return _section(
+            "contamination",
+            "Contamination",
+            '<p class="none">No row shares an n-gram with the eval sets.</p>',
+        )
+    rows = [
+        (s.name, s.rows, s.items, s.ngrams, ", ".join(f"{item} ({n})" for item, n in s.top_items))
+        for s in sets
+    ]
+    text = (
+        '<p class="meta">Rows sharing n-grams with each eval set (<code>contamination.parquet</code>); '
+        "the items found in the most rows, with their row counts.</p>"
+    )
+    headers = ("eval set", "items in most rows", "rows", "items", "n-grams")
+    return _section("contamination", "Contamination", text + table(headers, rows, left=2))
+
+
 def _moved(title: str, moved: list[Moved]) -> str:
     total = sum(m.count for m in moved)
     rows = [(m.reason, ", ".join(example.id for example in m.examples), m.count) for m in moved]
@@ -351,6 +373,7 @@ def render(report: RunReport) -> str:
         ("perplexity", "Perplexity", _perplexity(report)),
         ("lengths", "Lengths", _lengths(report)),
         ("duplicates", "Duplicates", _clusters(report)),
+        ("contamination", "Contamination", _contamination(report)),
         ("compare", "Changes", _compare(report.comparison)),
         ("config", "Config", _config(report)),
     ]
