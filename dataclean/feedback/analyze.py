@@ -30,6 +30,7 @@ from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
 from dataclean.feedback.outliers import find_outliers, robust_z
 from dataclean.feedback.quarantine import make_list
 from dataclean.ids import text_hashes
+from dataclean.io.layout import DATA
 
 
 @dataclass
@@ -93,8 +94,8 @@ def step_series(losses: pa.Table) -> pa.Table:
 def corpus_files(path: str | Path) -> list[str]:
     """Parquet files of a cleaned corpus: OUT/data/ of a dataclean output, or a file or folder."""
     root = Path(path)
-    if (root / "data").is_dir():
-        root = root / "data"
+    if (root / DATA).is_dir():
+        root = root / DATA
     if root.is_file():
         return [str(root)]
     files = sorted(str(p) for p in root.rglob("*.parquet") if not p.name.startswith("."))
