@@ -1,4 +1,4 @@
-"""Run `dataclean.feedback.analyze` on a planted training run written to Parquet (shared by tests)."""
+"""Run `analyze` on a planted training run written to Parquet (shared by the feedback tests)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from dataclean.feedback.analyze import analyze
-from dataclean.feedback.planted import PlantedRun
+from dataclean.feedback.analysis.analyze import analyze
+from tests.feedback.planted import PlantedRun
 
 
 def analyze_planted(

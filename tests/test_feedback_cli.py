@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from dataclean.feedback import schema as S
-from dataclean.feedback.cli import feedback
-from dataclean.feedback.planted import PlantedRun
-from dataclean.feedback.quarantine import read_list
+from dataclean.feedback.analysis.cli import feedback
+from dataclean.quarantine.lists import read_list
+from tests.feedback.planted import PlantedRun
 
 
 def small_run(**overrides):

@@ -9,9 +9,9 @@ import pyarrow.compute as pc
 import pytest
 
 from dataclean.errors import ConfigError
+from dataclean.feedback.analysis.outliers import find_outliers
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
-from dataclean.feedback.outliers import find_outliers
-from dataclean.feedback.planted import PlantedRun
+from tests.feedback.planted import PlantedRun
 from tests.planted_analysis import analyze_planted
 
 

@@ -44,7 +44,7 @@ def test_training_logs_feed_the_feedback_command(tmp_path, example):
     losses = ds.dataset(tmp_path / "logs" / "losses", format="parquet").to_table()
     at_spike = losses.filter(pc.equal(losses.column("step"), 7)).column("sample_id").to_pylist()
     assert len(at_spike) == 10 and at_spike[-2:] == ["corrupt-0", "corrupt-1"]
-    from dataclean.feedback.cli import feedback
+    from dataclean.feedback.analysis.cli import feedback
 
     result = CliRunner().invoke(
         feedback,

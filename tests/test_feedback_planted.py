@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from dataclean.feedback.diagnose import EXCUSED
-from dataclean.feedback.outliers import find_outliers
-from dataclean.feedback.planted import PlantedRun, Score, evaluate, everything_at_once, issue_scenario
-from dataclean.feedback.report import markdown
+from dataclean.feedback.analysis.diagnose import EXCUSED
+from dataclean.feedback.analysis.outliers import find_outliers
+from dataclean.feedback.analysis.report import markdown
+from tests.feedback.planted import PlantedRun, Score, evaluate, everything_at_once, issue_scenario
 from tests.planted_analysis import analyze_planted
 
 

@@ -39,7 +39,7 @@ def test_shift_predicts_the_next_token():
 
 def test_the_core_never_imports_torch():
     code = (
-        "import sys; import dataclean.feedback, dataclean.feedback.cli, "
+        "import sys; import dataclean.feedback, dataclean.feedback.analysis.cli, "
         "dataclean.stages.quarantine; print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

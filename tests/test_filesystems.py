@@ -22,9 +22,9 @@ import pytest
 from dataclean import columns as C
 from dataclean.dedup.index import build_index
 from dataclean.executors.local import LocalExecutor
-from dataclean.feedback.quarantine import make_list, write_list
 from dataclean.io import files
 from dataclean.io.writers import parquet_files, read_json
+from dataclean.quarantine.lists import make_list, write_list
 from dataclean.run import run_pipeline
 from dataclean.stage import Stage
 from dataclean.stages.dedup import DropDuplicates

@@ -18,9 +18,9 @@ torch = pytest.importorskip("torch")
 
 from dataclean.feedback.guard import TrainingGuard  # noqa: E402
 from dataclean.feedback.monitor import SpikeMonitor  # noqa: E402
-from dataclean.feedback.quarantine import read_list  # noqa: E402
 from dataclean.feedback.sampler import DatasetQuarantine, QuarantinedDataset  # noqa: E402
 from dataclean.feedback.torch_utils import per_sample_loss  # noqa: E402
+from dataclean.quarantine.lists import read_list  # noqa: E402
 
 # One thread: on a shared 2-core machine torch's thread pool spins against other processes and
 # a tiny model trains 20x slower with two threads than with one.
@@ -258,7 +258,7 @@ def test_the_guards_logs_give_dataclean_feedback_the_same_spike(tmp_path):
     guard = TrainingGuard(tmp_path / "guard", monitor=monitor())
     Run(tmp_path / "guard" / "quarantine.parquet").train(guard, 45)
     guard.close()
-    from dataclean.feedback.analyze import Settings, analyze
+    from dataclean.feedback.analysis.analyze import Settings, analyze
 
     found = analyze(
         tmp_path / "guard" / "losses", tmp_path / "guard" / "steps", settings=Settings(spike_window=20)

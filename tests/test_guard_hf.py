@@ -15,8 +15,8 @@ pytest.importorskip("accelerate")
 from dataclean.feedback.guard import TrainingGuard  # noqa: E402
 from dataclean.feedback.guard_hf import GuardedTrainer  # noqa: E402
 from dataclean.feedback.monitor import SpikeMonitor  # noqa: E402
-from dataclean.feedback.quarantine import read_list  # noqa: E402
 from dataclean.feedback.sampler import DatasetQuarantine, QuarantinedDataset  # noqa: E402
+from dataclean.quarantine.lists import read_list  # noqa: E402
 
 # One thread: on a shared 2-core machine torch's thread pool spins against other processes and
 # a tiny model trains 20x slower with two threads than with one.

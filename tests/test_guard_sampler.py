@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from dataclean.feedback.quarantine import make_list, write_list
 from dataclean.feedback.sampler import DatasetQuarantine, QuarantinedDataset, QuarantineSampler
 from dataclean.ids import text_hash
+from dataclean.quarantine.lists import make_list, write_list
 
 IDS = [f"d{k}" for k in range(10)]
 TEXTS = [f"text number {k}" for k in range(10)]
@@ -85,7 +85,7 @@ def test_state_dict_resumes_the_same_order_without_listed_rows(tmp_path):
 def test_the_guard_and_the_sampler_do_not_import_torch():
     code = (
         "import sys; import dataclean.feedback.guard, dataclean.feedback.sampler, "
-        "dataclean.feedback.replay; print('torch' in sys.modules)"
+        "dataclean.feedback.analysis.replay; print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr

@@ -10,7 +10,7 @@ import pytest
 
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.quarantine import make_list, merge_lists, read_list, write_list
+from dataclean.quarantine.lists import make_list, merge_lists, read_list, write_list
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T1 = datetime(2026, 2, 1, tzinfo=timezone.utc)

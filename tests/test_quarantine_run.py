@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from dataclean.cli import cli
-from dataclean.feedback.quarantine import make_list, write_list
 from dataclean.ids import text_hash
+from dataclean.quarantine.lists import make_list, write_list
 
 FIXTURE = Path(__file__).parent / "fixtures" / "feedback" / "paragraphs.jsonl"
 

@@ -12,9 +12,9 @@ import pytest
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.feedback.neardup import NearDuplicateIndex, shingle_hashes
-from dataclean.feedback.quarantine import make_list, write_list
 from dataclean.ids import text_hash
+from dataclean.quarantine.lists import make_list, write_list
+from dataclean.quarantine.neardup import NearDuplicateIndex, shingle_hashes
 from dataclean.stage import FitContext
 from dataclean.stages.quarantine import DropQuarantined
 

@@ -5,7 +5,7 @@ finds loss spikes in the step series (`monitor`; without a step log the series i
 mean of the per-sample losses), diagnoses each (`diagnose`), judges every sample (`outliers`)
 without the batches of spikes that are not the samples' fault (`diagnose.EXCUSED`), and builds
 the quarantine entries: every outlier sample, and the samples blamed by spikes diagnosed as
-`data`. Nothing here writes files; `dataclean.feedback.cli` does.
+`data`. Nothing here writes files; `dataclean.feedback.analysis.cli` does.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import pyarrow.dataset as ds
 from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.diagnose import EXCUSED, DiagnosisRules, Spike, diagnose
-from dataclean.feedback.logs import Log, read_loss_log, read_step_log
+from dataclean.feedback.analysis.diagnose import EXCUSED, DiagnosisRules, Spike, diagnose
+from dataclean.feedback.analysis.logs import Log, read_loss_log, read_step_log
+from dataclean.feedback.analysis.outliers import find_outliers, robust_z
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
-from dataclean.feedback.outliers import find_outliers, robust_z
-from dataclean.feedback.quarantine import make_list
 from dataclean.ids import text_hashes
 from dataclean.io.layout import DATA
+from dataclean.quarantine.lists import make_list
 
 
 @dataclass

@@ -306,14 +306,14 @@ def everything_at_once(seed: int = 5) -> PlantedRun:
 
 
 def main() -> None:
-    """Score `analyze` on the planted scenarios: `python -m dataclean.feedback.planted [SEEDS]`."""
+    """Score `analyze` on the planted scenarios: `python -m tests.feedback.planted [SEEDS]`."""
     import sys
     import tempfile
     from pathlib import Path
 
     import pyarrow.parquet as pq
 
-    from dataclean.feedback.analyze import analyze
+    from dataclean.feedback.analysis.analyze import analyze
 
     seeds = [int(s) for s in sys.argv[1:]] or [0]
     for name, make in (("issue 15", issue_scenario), ("everything at once", everything_at_once)):

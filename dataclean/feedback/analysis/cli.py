@@ -15,11 +15,11 @@ from pathlib import Path
 import click
 
 from dataclean.errors import DatacleanError
-from dataclean.feedback.analyze import Settings, analyze
-from dataclean.feedback.diagnose import DiagnosisRules
-from dataclean.feedback.quarantine import merge_lists, read_list, write_list
-from dataclean.feedback.replay_cli import replay_command
-from dataclean.feedback.report import markdown, plot, write_spikes
+from dataclean.feedback.analysis.analyze import Settings, analyze
+from dataclean.feedback.analysis.diagnose import DiagnosisRules
+from dataclean.feedback.analysis.replay_cli import replay_command
+from dataclean.feedback.analysis.report import markdown, plot, write_spikes
+from dataclean.quarantine.lists import merge_lists, read_list, write_list
 
 
 @click.group("feedback", invoke_without_command=True)

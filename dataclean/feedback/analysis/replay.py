@@ -19,8 +19,8 @@ import pyarrow.dataset as ds
 from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analyze import read_corpus_rows
-from dataclean.feedback.logs import _format_of, log_files, read_loss_log
+from dataclean.feedback.analysis.analyze import read_corpus_rows
+from dataclean.feedback.analysis.logs import _format_of, log_files, read_loss_log
 
 REPLAY_SCHEMA = pa.schema(
     [

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from dataclean.errors import DatacleanError
 from dataclean.feedback import schema as S
-from dataclean.feedback.replay import replay
+from dataclean.feedback.analysis.replay import replay
 
 
 def _excerpt(text: str | None, width: int) -> str:

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean.feedback import schema as S
-from dataclean.feedback.analyze import Analysis
-from dataclean.feedback.diagnose import EXCUSED, Spike
+from dataclean.feedback.analysis.analyze import Analysis
+from dataclean.feedback.analysis.diagnose import EXCUSED, Spike
 
 COLOURS = {
     "grad_explosion": "tab:red",

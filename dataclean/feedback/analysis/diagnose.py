@@ -47,8 +47,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean.feedback import schema as S
+from dataclean.feedback.analysis.outliers import MAD_SCALE, robust_z
 from dataclean.feedback.monitor import SpikeEvent
-from dataclean.feedback.outliers import MAD_SCALE, robust_z
 
 DIAGNOSES = ("grad_explosion", "fp16_overflow", "data", "lr_overshoot", "single_rank", "unknown")
 OPTIMIZER_EVENTS = frozenset({"fp16_overflow", "grad_explosion", "lr_overshoot"})
