@@ -17,8 +17,9 @@ from dataclean.quarantine.lists import make_list, write_list
 from dataclean.quarantine.neardup import NearDuplicateIndex, shingle_hashes
 from dataclean.stage import FitContext
 from dataclean.stages.quarantine import DropQuarantined
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURE = Path(__file__).parent / "fixtures" / "feedback" / "paragraphs.jsonl"
+FIXTURE = FIXTURE_ROOT / "feedback" / "paragraphs.jsonl"
 
 
 def corpus() -> pa.Table:

@@ -25,7 +25,7 @@ from dataclean.run import run_pipeline
 from dataclean.stage import FitContext
 from dataclean.stages import perplexity as P
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
-from tests.conftest import read_rows, write_jsonl
+from tests.conftest import FIXTURE_ROOT, read_rows, write_jsonl
 
 EN = "The committee published its annual report on the state of the river in the spring."
 ZH = "长江是中国第一长河，全长约六千三百公里，流经青海、西藏、四川、云南等省区。"
@@ -252,7 +252,7 @@ def test_run_cli_options_for_model_and_thresholds(tmp_path: Path) -> None:
 def test_thresholds_retune_on_a_previous_output_without_rescoring(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fixture = Path(__file__).parent / "fixtures" / "lm" / "wikitext2_test_en.txt"
+    fixture = FIXTURE_ROOT / "lm" / "wikitext2_test_en.txt"
     paragraphs = fixture.read_text(encoding="utf-8").splitlines()[:40]
     rows = [{"id": f"d{i}", "text": text} for i, text in enumerate(paragraphs)]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)

@@ -12,8 +12,9 @@ import kenlm
 import pytest
 
 from dataclean.lm.kneser_ney import train_arpa
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures" / "lm"
+FIXTURES = FIXTURE_ROOT / "lm"
 TINY = ["a b", "a b a", "b a c"]
 
 Arpa = dict[tuple[str, ...], tuple[float, float]]

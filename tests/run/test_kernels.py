@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dataclean.kernels import shared_cache_dir
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
 
 
 def _python(script: str, env: dict[str, str]) -> str:

@@ -7,13 +7,12 @@ characters garbled, or replaced by web boilerplate. README.md reports these numb
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dataclean.lm import evaluate, load_model
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures" / "lm"
+FIXTURES = FIXTURE_ROOT / "lm"
 BOILERPLATE = (FIXTURES / "boilerplate_en.txt").read_text(encoding="utf-8").splitlines()
 CASES = {
     "en": (

@@ -12,7 +12,7 @@ from dataclean.errors import ConfigError
 from dataclean.feedback.analysis.outliers import find_outliers
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
 from tests.feedback.planted import PlantedRun
-from tests.planted_analysis import analyze_planted
+from tests.feedback.planted_analysis import analyze_planted
 
 
 def small_run(**overrides):

@@ -25,10 +25,9 @@ from dataclean.io.readers import ReadOptions
 from dataclean.run import run_pipeline
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
-from tests.conftest import SAMPLE, read_rows, write_jsonl
+from tests.conftest import FIXTURE_ROOT, ROOT, SAMPLE, read_rows, write_jsonl
 
-ROOT = Path(__file__).resolve().parent.parent
-RECIPE = Path(__file__).resolve().parent / "fixtures" / "slow_recipe.py"
+RECIPE = FIXTURE_ROOT / "slow_recipe.py"
 HUGE_TEXT = "Fifty megabytes of prose. " * 2_000_000
 
 

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from dataclean.errors import ConfigError
 from dataclean.lm import DEFAULT_MIN_TOKENS, load_model, normalize_lines, train_model
 from dataclean.lm.cli import lm
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures" / "lm"
+FIXTURES = FIXTURE_ROOT / "lm"
 EN = "The committee published its annual report on the state of the river in the spring."
 ZH = "长江是中国第一长河，全长约六千三百公里，流经青海、西藏、四川、云南等省区。"
 

@@ -14,7 +14,7 @@ from dataclean.feedback.analysis.diagnose import EXCUSED
 from dataclean.feedback.analysis.outliers import find_outliers
 from dataclean.feedback.analysis.report import markdown
 from tests.feedback.planted import PlantedRun, Score, evaluate, everything_at_once, issue_scenario
-from tests.planted_analysis import analyze_planted
+from tests.feedback.planted_analysis import analyze_planted
 
 
 def score(run, analysis) -> Score:

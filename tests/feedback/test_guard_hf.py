@@ -17,6 +17,7 @@ from dataclean.feedback.guard_hf import GuardedTrainer  # noqa: E402
 from dataclean.feedback.monitor import SpikeMonitor  # noqa: E402
 from dataclean.feedback.sampler import DatasetQuarantine, QuarantinedDataset  # noqa: E402
 from dataclean.quarantine.lists import read_list  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
 
 # One thread: on a shared 2-core machine torch's thread pool spins against other processes and
 # a tiny model trains 20x slower with two threads than with one.
@@ -130,7 +131,6 @@ def test_guard_callback_catches_the_data_spike_in_a_trainer_and_stops(tmp_path):
 def test_the_hugging_face_example_writes_the_logs_dataclean_feedback_reads(tmp_path, monkeypatch):
     # examples/feedback_loop/hf_trainer.py on real text (the bundled sample's Wikipedia rows): the
     # guard logs every sample drawn at every step, and `dataclean feedback` reads its logs.
-    from pathlib import Path
 
     import pyarrow as pa
     import pyarrow.dataset as ds
@@ -139,7 +139,7 @@ def test_the_hugging_face_example_writes_the_logs_dataclean_feedback_reads(tmp_p
 
     from dataclean.cli import cli
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     texts = pq.read_table(root / "dataclean" / "data" / "sample" / "wiki.parquet").column("text")
     ids = [f"wiki-{k}" for k in range(len(texts))]
     corpus = tmp_path / "out" / "data"

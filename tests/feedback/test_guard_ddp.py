@@ -15,7 +15,7 @@ from dataclean.feedback.guard import TrainingGuard  # noqa: E402
 from dataclean.feedback.monitor import SpikeMonitor  # noqa: E402
 from dataclean.feedback.torch_utils import max_over_ranks, per_sample_loss  # noqa: E402
 from dataclean.quarantine.lists import read_list  # noqa: E402
-from tests.test_guard import BATCH, JUNK_IDS, SPIKE_STEP, VOCAB, corpus  # noqa: E402
+from tests.feedback.test_guard import BATCH, JUNK_IDS, SPIKE_STEP, VOCAB, corpus  # noqa: E402
 
 
 def worker(rank: int, folder: str, port: int) -> None:

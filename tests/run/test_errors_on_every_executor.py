@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from dataclean.errors import ConfigError, DatacleanError, InputError, OutputError, StageError
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import fasttext
 import numpy as np
 import pyarrow as pa
@@ -15,10 +13,10 @@ from dataclean.lang import UNKNOWN, bundled_model_path, identify_languages, load
 from dataclean.lang.fasttext import predict, utf8_buffers
 from dataclean.stages.language import IdentifyLanguage
 from pipelines.default import build
-from tests.conftest import sample_web_texts
+from tests.conftest import FIXTURE_ROOT, SAMPLE, sample_web_texts
 
-FIXTURES = Path(__file__).parent / "fixtures"
-SAMPLE_WEB = Path(__file__).parent.parent / "dataclean" / "data" / "sample" / "web.jsonl"
+FIXTURES = FIXTURE_ROOT
+SAMPLE_WEB = SAMPLE / "web.jsonl"
 
 
 def _udhr() -> list[tuple[str, str]]:

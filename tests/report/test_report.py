@@ -23,7 +23,7 @@ from dataclean.report.scan import load_output
 from dataclean.run import run_pipeline
 from dataclean.stages.clean import CleanText
 from tests.conftest import SAMPLE, read_rows
-from tests.report_synthetic import HOSTILE, make_synthetic_output
+from tests.report.report_synthetic import HOSTILE, make_synthetic_output
 
 
 class Tables(HTMLParser):

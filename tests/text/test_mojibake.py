@@ -13,7 +13,6 @@ import json
 import random
 import unicodedata
 from collections import Counter
-from pathlib import Path
 
 import ftfy
 import ftfy.bad_codecs  # registers the sloppy-windows-* codecs
@@ -24,8 +23,9 @@ from ftfy.badness import BADNESS_RE
 from dataclean.stages.clean import CleanText, _classes, clean_text
 from dataclean.text import mojibake
 from dataclean.text.removal import removal_pass
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures" / "clean"
+FIXTURES = FIXTURE_ROOT / "clean"
 CASES = [json.loads(line) for line in (FIXTURES / "ftfy_cases.jsonl").open(encoding="utf-8")]
 LINES = [json.loads(line)["text"] for line in (FIXTURES / "multilingual_lines.jsonl").open(encoding="utf-8")]
 CODE_PAGES = ("sloppy-windows-1252", "macroman", "sloppy-windows-1251", "sloppy-windows-1250", "cp437")

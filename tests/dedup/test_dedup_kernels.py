@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -27,8 +26,9 @@ from dataclean.dedup.shingles import (
     token_hashes,
 )
 from dataclean.dedup.verify import _jaccard, _sorted_sets
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures" / "dedup"
+FIXTURES = FIXTURE_ROOT / "dedup"
 ENGLISH = (FIXTURES / "en_paragraphs.txt").read_text(encoding="utf-8").splitlines()
 CHINESE = (FIXTURES / "zh_paragraphs.txt").read_text(encoding="utf-8").splitlines()
 

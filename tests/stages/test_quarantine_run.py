@@ -11,8 +11,9 @@ from click.testing import CliRunner
 from dataclean.cli import cli
 from dataclean.ids import text_hash
 from dataclean.quarantine.lists import make_list, write_list
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURE = Path(__file__).parent / "fixtures" / "feedback" / "paragraphs.jsonl"
+FIXTURE = FIXTURE_ROOT / "feedback" / "paragraphs.jsonl"
 
 
 def make_input(tmp_path: Path) -> dict[str, str]:

@@ -6,7 +6,6 @@ import io
 import json
 import sys
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -19,8 +18,9 @@ from dataclean.lm.compiled import CompiledTokenizer, compile_tokenizer
 from dataclean.lm.model import LanguageModel
 from dataclean.lm.unigram import is_supported, read_unigram
 from dataclean.lm.wordcache import MAX_CACHED_WORD, new_cache
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = FIXTURE_ROOT
 # SentencePiece rebases its running score since 0.2.2: older versions segment long lines otherwise.
 NEW_SENTENCEPIECE = tuple(int(part) for part in spm.__version__.split(".")[:3]) >= (0, 2, 2)
 

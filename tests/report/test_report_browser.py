@@ -22,7 +22,7 @@ from dataclean.report import write_report
 from dataclean.run import run_pipeline
 from dataclean.stages.clean import CleanText
 from tests.conftest import SAMPLE
-from tests.report_synthetic import make_synthetic_output
+from tests.report.report_synthetic import make_synthetic_output
 
 CHROMIUM = next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(

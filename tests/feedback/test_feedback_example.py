@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
+from tests.conftest import FIXTURE_ROOT, ROOT
+
 pytest.importorskip("torch")
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "feedback_loop"
-FIXTURE = Path(__file__).parent / "fixtures" / "feedback" / "paragraphs.jsonl"
+EXAMPLE = ROOT / "examples" / "feedback_loop"
+FIXTURE = FIXTURE_ROOT / "feedback" / "paragraphs.jsonl"
 
 
 @pytest.fixture

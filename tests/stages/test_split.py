@@ -26,9 +26,9 @@ from dataclean.stages.clean import CleanText
 from dataclean.stages.split import SplitLongDocuments, chunk_text, split_sentences
 from dataclean.text.chunking import chunk_spans, load_tokenizer
 from dataclean.text.sentences import LINE, PARAGRAPH, SENTENCE, sentence_boundaries
-from tests.conftest import read_rows, write_jsonl
+from tests.conftest import FIXTURE_ROOT, read_rows, write_jsonl
 
-FIXTURES = Path(__file__).parent / "fixtures" / "split"
+FIXTURES = FIXTURE_ROOT / "split"
 REAL_DOCS = [json.loads(line) for line in (FIXTURES / "real_docs.jsonl").open(encoding="utf-8")]
 SP_MODEL = FIXTURES / "tiny_en_bytefallback.model"
 

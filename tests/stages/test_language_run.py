@@ -18,10 +18,10 @@ from dataclean import columns as C
 from dataclean.cli import cli
 from dataclean.lang import bundled_model_path
 from dataclean.lm.train import train_model
-from tests.conftest import read_rows, sample_web_texts, write_jsonl
+from tests.conftest import FIXTURE_ROOT, SAMPLE, read_rows, sample_web_texts, write_jsonl
 
-SAMPLE_WEB = Path(__file__).parent.parent / "dataclean" / "data" / "sample" / "web.jsonl"
-UDHR = Path(__file__).parent / "fixtures" / "lang" / "udhr_article1.tsv"
+SAMPLE_WEB = SAMPLE / "web.jsonl"
+UDHR = FIXTURE_ROOT / "lang" / "udhr_article1.tsv"
 
 
 def _reference() -> fasttext.FastText._FastText:

@@ -20,8 +20,9 @@ from dataclean.errors import ConfigError
 from dataclean.executors.local import LocalExecutor
 from dataclean.stage import FitContext
 from dataclean.stages.dedup import DropDuplicates
+from tests.conftest import FIXTURE_ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures" / "dedup"
+FIXTURES = FIXTURE_ROOT / "dedup"
 ENGLISH = (FIXTURES / "en_paragraphs.txt").read_text(encoding="utf-8").splitlines()
 CHINESE = (FIXTURES / "zh_paragraphs.txt").read_text(encoding="utf-8").splitlines()
 
