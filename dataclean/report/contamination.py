@@ -13,9 +13,8 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from dataclean.io.files import exists, read_parquet
+from dataclean.io.layout import CONTAMINATION
 from dataclean.report.scan import Output
-
-FILE = "contamination.parquet"
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ class EvalSetContamination:
 
 def contamination_summary(output: Output, top: int = 5) -> list[EvalSetContamination] | None:
     """Per eval set, most contaminating first; None without `contamination.parquet`."""
-    path = posixpath.join(output.root, FILE)
+    path = posixpath.join(output.root, CONTAMINATION)
     if not exists(path):
         return None
     table = read_parquet(path, columns=["id", "eval_set", "eval_item", "matched_ngrams"])

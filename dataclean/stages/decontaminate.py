@@ -36,6 +36,7 @@ from dataclean.contamination.index import Hits, Index, IndexSummary, build_index
 from dataclean.contamination.ngrams import ngram_hashes
 from dataclean.contamination.removal import cut_spans, token_spans
 from dataclean.errors import ConfigError
+from dataclean.io.layout import CONTAMINATION
 from dataclean.stage import Stage, with_drops, with_records
 
 Mode = Literal["drop", "remove", "annotate"]
@@ -47,7 +48,7 @@ class DropContaminated(Stage):
     """Find rows sharing n-grams with the eval sets; drop, cut or mark them (module docstring)."""
 
     name: ClassVar[str] = "decontaminate"
-    records_file: ClassVar[str | None] = "contamination.parquet"
+    records_file: ClassVar[str | None] = CONTAMINATION
     records_schema: ClassVar[pa.Schema | None] = pa.schema(list(RECORD))
 
     evals: tuple[str, ...] = ()

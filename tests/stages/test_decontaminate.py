@@ -24,9 +24,9 @@ from dataclean.executors.local import LocalExecutor
 from dataclean.run import run_pipeline
 from dataclean.stages.clean import CleanText
 from dataclean.stages.decontaminate import DropContaminated
-from tests.conftest import read_rows, sample_web_texts, write_jsonl
+from tests.conftest import FIXTURE_ROOT, read_rows, sample_web_texts, write_jsonl
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = FIXTURE_ROOT
 
 
 def _lines(path: Path) -> list[str]:

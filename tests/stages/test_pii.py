@@ -20,9 +20,9 @@ from dataclean.run import run_pipeline
 from dataclean.stages.clean import CleanText
 from dataclean.stages.pii import RedactPersonalData
 from dataclean.text.pii import Redactor, card_shape, id_number_valid, luhn_valid, redact_text
-from tests.conftest import read_rows, sample_web_texts, write_jsonl
+from tests.conftest import FIXTURE_ROOT, read_rows, sample_web_texts, write_jsonl
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = FIXTURE_ROOT
 SKIP = ReadOptions(on_error="skip")  # the reader excludes bad rows instead of failing the run
 ZH = [p for p in (FIXTURES / "dedup" / "zh_paragraphs.txt").read_text().splitlines() if p.strip()]
 
