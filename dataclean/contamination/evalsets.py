@@ -144,7 +144,7 @@ def _column(values: list[object]) -> pa.Array:
 
 
 def _is_text(field_type: pa.DataType) -> bool:
-    return pa.types.is_string(field_type) or pa.types.is_large_string(field_type)
+    return bool(pa.types.is_string(field_type) or pa.types.is_large_string(field_type))
 
 
 def _batch(table: pa.Table, fields: Sequence[str], first: int, eval_set: EvalSet) -> Batch:

@@ -40,8 +40,8 @@ import pyarrow.compute as pc
 from dataclean.dedup.shingles import DEFAULT_FOLD, Normalized, unsegmented_code_points
 
 WORD_STREAM, CHAR_STREAM = 0, 1
-# Texts per call of the kernel: bounds the scratch arrays to about 8 bytes x this much text.
-CHUNK_BYTES = 4 << 20
+# Text per call of the kernel: its output arrays take about 24 bytes per byte of this much text.
+CHUNK_BYTES = 1 << 20
 
 _FNV64_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV64_PRIME = np.uint64(0x100000001B3)
