@@ -112,7 +112,8 @@ def _jsonl_tables(path: str, batch_rows: int) -> Iterator[pa.Table]:
     fs, local = filesystem(path)
     records: list[dict[str, object]] = []
     with fs.open_input_stream(local, compression="detect") as stream:
-        for number, line in enumerate(stream.read().decode("utf-8").splitlines()):
+        # Lines end at "\n" only: a JSON string may hold U+2028 or U+0085 (str.splitlines would cut).
+        for number, line in enumerate(stream.read().decode("utf-8").split("\n")):
             if not line.strip():
                 continue
             try:

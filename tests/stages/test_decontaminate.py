@@ -257,3 +257,16 @@ def test_hugging_face_saved_dataset_is_an_eval_set(tmp_path: Path) -> None:
         {"eval_set": "hf_qa", "eval_item": "h2", "matched_ngrams": every}
     ]
     assert json.loads(json.dumps(stage.summary.items)) == {"hf_qa": 2}  # type: ignore[union-attr]
+
+
+def test_jsonl_lines_end_at_newlines_only(tmp_path: Path) -> None:
+    question = next(q for q in map(_question, CMRC) if q)
+    (tmp_path / "qa.jsonl").write_text(
+        json.dumps({"id": "a", "note": "line\u2028separator"}, ensure_ascii=False)
+        + "\n"
+        + json.dumps({"id": "b", "question": question}, ensure_ascii=False)
+        + "\n"
+    )
+    stage = _stage(tmp_path, f"qa={tmp_path / 'qa.jsonl'}", mode="annotate")
+    assert stage.summary is not None and stage.summary.items == {"qa": 2}
+    assert _annotate(stage, [question]).column(C.RECORDS).to_pylist()[0][0]["eval_item"] == "b"

@@ -135,9 +135,9 @@ def test_stage_labels_filters_and_keeps_given_labels() -> None:
     assert IdentifyLanguage(relabel=True)(given).column(C.LANG).to_pylist()[0] == "en"
 
 
-def test_language_stage_is_in_the_default_recipe_right_after_clean() -> None:
+def test_language_stage_is_in_the_default_recipe_right_after_clean_and_pii() -> None:
     names = [stage.name for stage in build()]
-    assert names[names.index("clean") + 1] == "language"
+    assert names[names.index("clean") + 1 : names.index("clean") + 3] == ["pii", "language"]
 
 
 def test_dedup_shingles_follow_the_real_language() -> None:
