@@ -28,6 +28,8 @@ ACTION = "action"
 BAD_BYTES = "bad_bytes"
 # Added by the clean stage: characters removed or replaced by clean_text.
 REMOVED_CHARS = "clean_removed_chars"
+# Added by the quality stage in annotate mode: every rule's statistic, one struct per row.
+QUALITY_SIGNALS = "quality_signals"
 
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.
