@@ -108,7 +108,9 @@ def main() -> None:
         pieces = len(bare(text)) if split else 0
         lines.append(text + "\t" + ",".join(map(str, lengths)) + "\t" + str(pieces))
     (OUT / "spacy_en_specials.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    after_digit = sorted({piece.replace("\\", "") for piece in (cc.UNITS + "|" + cc.CURRENCY).split("|") if piece})
+    after_digit = sorted(
+        {piece.replace("\\", "") for piece in (cc.UNITS + "|" + cc.CURRENCY).split("|") if piece}
+    )
     (OUT / "spacy_en_after_digit.txt").write_text("\n".join(after_digit) + "\n", encoding="utf-8")
     print(f"{len(lines)} special cases, {len(after_digit)} after-digit suffixes")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 
 _CLAUSE = re.compile(r"(?<=[。！？；，.!?;,])")
 _SENTENCE = re.compile(r"(?<=[。！？.!?])")
@@ -75,20 +76,26 @@ def english_trips(paragraphs: list[str], rng: random.Random) -> dict[str, str]:
     base = "\n\n".join(rng.sample(paragraphs, 4))
     words = base.split()
     lines = [line for p in paragraphs[:40] for line in sentences(p)][:60]
+    bare = [_PUNCTUATION.sub(" ", line).strip() for line in lines]
+    stop = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+    def sprinkle(make: Callable[[], str], every: int) -> str:
+        return " ".join(w + (" " + make() if i % every == 0 else "") for i, w in enumerate(words))
+
     return {
         "dup_para_frac": "\n\n".join([paragraphs[0]] * 4 + paragraphs[1:3]),
         "dup_line_frac": "\n".join([lines[0]] * 12 + lines[1:10]),
         "top_2_gram": base + " " + "click here " * (len(words) // 3),
         "duplicated_5_n_grams": base + "\n" + " ".join(words[:40]) * 3,
         "gopher_short_doc": " ".join(words[:30]) + ".",
-        "gopher_below_avg_threshold": base + " " + " ".join(["a", "I", "an", "of", "to", "it"] * len(words)),
-        "gopher_too_many_hashes": base + " " + " ".join(["#tag"] * (len(words) // 5)),
-        "gopher_too_many_ellipsis": base.replace(". ", "... "),
-        "gopher_below_alpha_threshold": base + " " + " ".join(["12", "$", "3.5", "--"] * (len(words) // 3)),
-        "gopher_enough_stop_words": " ".join(w for w in words if w.lower() not in ("the", "be", "to", "of", "and", "that", "have", "with")),
+        "gopher_below_avg_threshold": sprinkle(lambda: " ".join(rng.choice("aIxyz") for _ in range(3)), 1),
+        "gopher_too_many_hashes": sprinkle(lambda: "#" + rng.choice(words), 4),
+        "gopher_too_many_ellipsis": sprinkle(lambda: "...", 4),
+        "gopher_below_alpha_threshold": sprinkle(lambda: f"{rng.randint(0, 10**6)}", 1),
+        "gopher_enough_stop_words": " ".join(w for w in words if w.lower() not in stop),
         "lorem_ipsum": base + "\n" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit.",
         "curly_bracket": base + "\n" + "The function returns {value} to its caller.",
-        "too_few_sentences": "\n".join(sentences(base)[:3]),
-        "line_punct_ratio": "\n".join(_PUNCTUATION.sub(" ", line).strip() for line in lines),
+        "too_few_sentences": " ".join(sentences(base)[:3]) + "\n" + "\n".join(bare[:20]),
+        "line_punct_ratio": " ".join(sentences(base)[:8]) + "\n" + "\n".join(bare[:40]),
         "short_line_ratio": "\n".join(line[:25] for line in lines),
     }

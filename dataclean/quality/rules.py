@@ -34,7 +34,13 @@ from dataclean.quality.tokenizer import fnv_hash
 
 FAMILIES = ("gopher_repetition", "gopher_quality", "c4", "fineweb", "long_ngram_run")
 # Table entries the compiled pass reads (not thresholds): see `dataclean.quality.signals`.
-KERNEL_PARAMS = ("han_words", "c4_min_words_per_line", "c4_max_word_length", "short_line_length", "cjk_punctuation")
+KERNEL_PARAMS = (
+    "han_words",
+    "c4_min_words_per_line",
+    "c4_max_word_length",
+    "short_line_length",
+    "cjk_punctuation",
+)
 MAX_STOP_WORDS = 64
 MAX_STOP_WORD_LENGTH = 8
 
@@ -58,11 +64,15 @@ def _rules() -> tuple[Rule, ...]:
     rep, qual = "gopher_repetition", "gopher_quality"
     rules = [
         Rule("empty", rep, "chars", operator.eq, equals=0),
-        *(Rule(name, rep, name, _MORE, name) for name in
-          ("dup_para_frac", "dup_para_char_frac", "dup_line_frac", "dup_line_char_frac")),
+        *(
+            Rule(name, rep, name, _MORE, name)
+            for name in ("dup_para_frac", "dup_para_char_frac", "dup_line_frac", "dup_line_char_frac")
+        ),
         *(Rule(f"top_{n}_gram", rep, f"top_{n}_gram", _MORE, f"top_{n}_gram") for n in (2, 3, 4)),
-        *(Rule(f"duplicated_{n}_n_grams", rep, f"duplicated_{n}_n_grams", _MORE, f"duplicated_{n}_n_grams")
-          for n in range(5, 11)),
+        *(
+            Rule(f"duplicated_{n}_n_grams", rep, f"duplicated_{n}_n_grams", _MORE, f"duplicated_{n}_n_grams")
+            for n in range(5, 11)
+        ),
         Rule("gopher_short_doc", qual, "words", _LESS, "min_doc_words"),
         Rule("gopher_long_doc", qual, "words", _MORE, "max_doc_words"),
         Rule("gopher_below_avg_threshold", qual, "mean_word_length", _LESS, "min_avg_word_length"),
@@ -70,7 +80,13 @@ def _rules() -> tuple[Rule, ...]:
         Rule("gopher_too_many_hashes", qual, "hash_word_ratio", _MORE, "max_symbol_word_ratio"),
         Rule("gopher_too_many_ellipsis", qual, "ellipsis_word_ratio", _MORE, "max_symbol_word_ratio"),
         Rule("gopher_too_many_bullets", qual, "bullet_lines_ratio", _MORE, "max_bullet_lines_ratio"),
-        Rule("gopher_too_many_end_ellipsis", qual, "end_ellipsis_lines_ratio", _MORE, "max_ellipsis_lines_ratio"),
+        Rule(
+            "gopher_too_many_end_ellipsis",
+            qual,
+            "end_ellipsis_lines_ratio",
+            _MORE,
+            "max_ellipsis_lines_ratio",
+        ),
         Rule("gopher_below_alpha_threshold", qual, "alpha_words_ratio", _LESS, "max_non_alpha_words_ratio"),
         Rule("gopher_enough_stop_words", qual, "stop_words", _LESS, "min_stop_words"),
         Rule("lorem_ipsum", "c4", "c4_document_drop", operator.eq, equals=1),
@@ -135,8 +151,15 @@ def build_tables(overrides: dict[str, Any], per_language: Sequence[str]) -> Qual
     for entry in per_language:
         key, sep, raw = entry.partition("=")
         lang, dot, name = key.strip().partition(".")
-        if not sep or not dot or name not in values[0] or name in ("stop_words", "families_off", *KERNEL_PARAMS):
-            raise ConfigError(f"quality.thresholds: {entry!r} is not LANG.THRESHOLD=VALUE with a known threshold")
+        if (
+            not sep
+            or not dot
+            or name not in values[0]
+            or name in ("stop_words", "families_off", *KERNEL_PARAMS)
+        ):
+            raise ConfigError(
+                f"quality.thresholds: {entry!r} is not LANG.THRESHOLD=VALUE with a known threshold"
+            )
         if lang != "*" and lang not in names:
             names.append(lang)
             values.append(dict(shipped["default"], **{k: v for k, v in overrides.items() if v is not None}))
@@ -146,7 +169,9 @@ def build_tables(overrides: dict[str, Any], per_language: Sequence[str]) -> Qual
     for name, table in zip(names, values, strict=True):
         words = table["stop_words"]
         if len(words) > MAX_STOP_WORDS or any(len(w) > MAX_STOP_WORD_LENGTH for w in words):
-            raise ConfigError(f"quality table {name!r}: at most {MAX_STOP_WORDS} stop words of at most 8 characters")
+            raise ConfigError(
+                f"quality table {name!r}: at most {MAX_STOP_WORDS} stop words of at most 8 characters"
+            )
     han = names.index(shipped["scripts"]["Han"])
     return QualityTables(names, values, han, {name: i for i, name in enumerate(names) if i})
 

@@ -50,4 +50,8 @@ class QualityThresholds:
 
     def overrides(self) -> dict[str, Any]:
         """The thresholds set here, by name."""
-        return {f.name: getattr(self, f.name) for f in fields(QualityThresholds) if getattr(self, f.name) is not None}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(QualityThresholds)
+            if getattr(self, f.name) is not None
+        }

@@ -30,6 +30,9 @@ import pyarrow as pa
 
 from dataclean.jit import helper
 from dataclean.quality import chars as F
+from dataclean.quality.c4 import PATTERNS, c4_outcome, first_chars_table
+from dataclean.quality.lines import BASE, MIX, duplicates, fineweb_lines, gopher_lines, lookup, seen
+from dataclean.quality.runs import MIN_REPEATS, char_runs, word_runs
 from dataclean.quality.tokenizer import _fnv, tokenize, tokenizer_tables
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
@@ -69,94 +72,6 @@ SIGNALS = (
     "long_run_fraction",  # characters in long n-gram runs over all characters
 )
 INDEX = {name: i for i, name in enumerate(SIGNALS)}
-_B = np.uint64(0x9E3779B97F4A7C15)
-_MIX = np.uint64(0xFF51AFD7ED558CCD)
-
-
-@helper
-def _lookup(keys, stamps, epoch, key, mask):  # type: ignore[no-untyped-def]
-    """Slot of `key` in an open-addressing table whose live slots carry `epoch` (or the empty
-    slot where it goes)."""
-    i = np.int64((key ^ (key >> np.uint64(31))) * _MIX >> np.uint64(20)) & mask
-    while stamps[i] == epoch and keys[i] != key:
-        i = (i + 1) & mask
-    return i
-
-
-@helper
-def _seen(keys, stamps, epoch, key, mask):  # type: ignore[no-untyped-def]
-    """Whether `key` was added since `epoch` began; adds it if not."""
-    i = _lookup(keys, stamps, epoch, key, mask)
-    if stamps[i] == epoch:
-        return True
-    stamps[i] = epoch
-    keys[i] = key
-    return False
-
-
-@helper
-def _key(cps, s, e):  # type: ignore[no-untyped-def]
-    return _fnv(cps, s, e) ^ (np.uint64(e - s) * _B)
-
-
-@helper
-def _is_space(flags, c):  # type: ignore[no-untyped-def]
-    return flags[c] & F.SPACE
-
-
-@helper
-def _line_ends(cps, flags, s, e, quotes):  # type: ignore[no-untyped-def]
-    """Whether line `cps[s:e]` ends in terminal punctuation (with `quotes`: or in a closing quote
-    right after it)."""
-    if e <= s:
-        return False
-    last = cps[e - 1]
-    if flags[last] & F.TERMINAL:
-        return True
-    return quotes and e - s >= 2 and _is_closing_quote(last) and (flags[cps[e - 2]] & F.TERMINAL) != 0
-
-
-@helper
-def _holds_sentence(cps, s, e):  # type: ignore[no-untyped-def]
-    """Whether `cps[s:e]` holds a Chinese sentence end (。！？) anywhere: in the Chinese rules
-    such a line is prose even when it ends in a colon or a cut."""
-    for i in range(s, e):
-        c = cps[i]
-        if c == 0x3002 or c == 0xFF01 or c == 0xFF1F:
-            return True
-    return False
-
-
-@helper
-def _is_closing_quote(c):  # type: ignore[no-untyped-def]
-    return c == 0x201D or c == 0x2019 or c == 34 or c == 39 or c == 0x300D or c == 0x300F or c == 0x300B
-
-
-@helper
-def _duplicates(cps, s, e, paragraphs, keys, stamps, epoch, mask):  # type: ignore[no-untyped-def]
-    """Gopher's paragraphs (`paragraphs`: split at 2+ newlines) or lines (split at 1+) of
-    `cps[s:e]`: (how many, how many repeat an earlier one, their characters)."""
-    count = dup = chars = 0
-    start = s
-    i = s
-    while True:
-        if i < e and cps[i] != 10:
-            i += 1
-            continue
-        j = i
-        while j < e and cps[j] == 10:
-            j += 1
-        if i < e and paragraphs and j - i < 2:
-            i = j
-            continue
-        count += 1
-        if _seen(keys, stamps, epoch, _key(cps, start, i), mask):
-            dup += 1
-            chars += i - start
-        if i >= e:
-            break
-        start = i = j
-    return count, dup, chars
 
 
 @helper
@@ -166,8 +81,8 @@ def _word_hashes(cps, tokens, count, wh, wp, wl):  # type: ignore[no-untyped-def
         h = np.uint64(0)
         power = np.uint64(1)
         for i in range(tokens[k, 0], tokens[k, 1]):
-            h = h * _B + np.uint64(cps[i])
-            power = power * _B
+            h = h * BASE + np.uint64(cps[i])
+            power = power * BASE
         wh[k] = h
         wp[k] = power
         wl[k] = tokens[k, 1] - tokens[k, 0]
@@ -184,10 +99,10 @@ def _top_ngram(wh, wp, wl, count, n, keys, stamps, counts, firsts, epoch, mask, 
         h = wh[i]
         length = wl[i]
         for k in range(1, n):
-            h = (h * _B + np.uint64(32)) * wp[i + k] + wh[i + k]
+            h = (h * BASE + np.uint64(32)) * wp[i + k] + wh[i + k]
             length += 1 + wl[i + k]
-        key = h ^ (np.uint64(length) * _MIX)
-        slot = _lookup(keys, stamps, epoch, key, mask)
+        key = h ^ (np.uint64(length) * MIX)
+        slot = lookup(keys, stamps, epoch, key, mask)
         if stamps[slot] != epoch:
             stamps[slot] = epoch
             keys[slot] = key
@@ -215,7 +130,7 @@ def _duplicated_ngrams(wh, wp, wl, count, n, keys, stamps, epoch, mask):  # type
         for k in range(1, n):
             h = h * wp[idx + k] + wh[idx + k]
             length += wl[idx + k]
-        if _seen(keys, stamps, epoch, h ^ (np.uint64(length) * _MIX), mask):
+        if seen(keys, stamps, epoch, h ^ (np.uint64(length) * MIX), mask):
             repeated += length
             idx += n
         else:
@@ -224,231 +139,52 @@ def _duplicated_ngrams(wh, wp, wl, count, n, keys, stamps, epoch, mask):  # type
 
 
 @helper
-def _contains(buf, e, patterns, offsets, which):  # type: ignore[no-untyped-def]
-    """Whether `buf[:e]`, lower-cased (ASCII), contains pattern `which`."""
-    p0, p1 = offsets[which], offsets[which + 1]
-    size = p1 - p0
-    for i in range(e - size + 1):
-        k = 0
-        while k < size:
-            c = buf[i + k]
-            if 65 <= c <= 90:
-                c += 32
-            if c != patterns[p0 + k]:
-                break
-            k += 1
-        if k == size:
+def _inside_run(cuts, first, last, s, e):  # type: ignore[no-untyped-def]
+    """Whether `[s, e)` lies within a word run found for this document (`cuts[first:last]`)."""
+    for m in range(first, last):  # noqa: SIM110 - numba compiles no generator in any()
+        if cuts[m, 3] <= s and e <= cuts[m, 4]:
             return True
     return False
 
 
-@helper
-def _sentences(buf, e, flags, tables, han, tokens, stack):  # type: ignore[no-untyped-def]
-    """Sentences spaCy's sentencizer finds in `buf[:e]`: one, plus one per token that is neither
-    punctuation nor sentence-final after a sentence-final one. Whitespace that spaCy keeps as a
-    token (a run longer than one space, or not starting with a space) counts as a token."""
-    sentences = 1
-    seen_end = False
-    i = 0
-    while i < e:
-        if flags[buf[i]] & F.SPACE:
-            j = i
-            while j < e and flags[buf[j]] & F.SPACE:
-                j += 1
-            if (j - i > 1 or buf[i] != 32) and seen_end:
-                sentences += 1
-                seen_end = False
-            i = j
-            continue
-        j = i + 1
-        if not (han and flags[buf[i]] & F.HAN):
-            while j < e and not (flags[buf[j]] & F.SPACE) and not (han and flags[buf[j]] & F.HAN):
-                j += 1
-        count = tokenize(buf, i, j, flags, tables, han, tokens, stack)
-        for k in range(count):
-            s, t = tokens[k, 0], tokens[k, 1]
-            final = t - s == 1 and (flags[buf[s]] & F.SENTENCE_END) != 0
-            punct = True
-            for m in range(s, t):
-                if not flags[buf[m]] & F.P_CATEGORY:
-                    punct = False
-                    break
-            if seen_end and not punct and not final:
-                sentences += 1
-                seen_end = False
-            elif final:
-                seen_end = True
-        i = j
-    return sentences
-
-
-@helper
-def _c4_line(cps, s, e, flags, buf):  # type: ignore[no-untyped-def]
-    """C4's view of one line: strip it, count its whitespace-separated words and the longest,
-    and copy it with Wikipedia citations (`[12]`, `[edit]`, `[citation needed]`) removed into
-    `buf`. Returns (length in `buf`, words, longest word)."""
-    while s < e and flags[cps[s]] & F.SPACE:
-        s += 1
-    while e > s and flags[cps[e - 1]] & F.SPACE:
-        e -= 1
-    words = longest = 0
-    i = s
-    while i < e:
-        while i < e and flags[cps[i]] & F.SPACE:
-            i += 1
-        j = i
-        while j < e and not flags[cps[j]] & F.SPACE:
-            j += 1
-        if j > i:
-            words += 1
-            longest = max(longest, j - i)
-        i = j
-    n = 0
-    i = s
-    while i < e:
-        if cps[i] == 91:  # "["
-            j = i + 1
-            while j < e and 48 <= cps[j] <= 57:
-                j += 1
-            end = j + 1 if j < e and cps[j] == 93 else -1
-            if end < 0:
-                end = _literal(cps, i, e, "[edit]")
-            if end < 0:
-                end = _literal(cps, i, e, "[citation needed]")
-            if end > 0:
-                i = end
-                continue
-        buf[n] = cps[i]
-        n += 1
-        i += 1
-    return n, words, longest
-
-
-@helper
-def _literal(cps, i, e, text):  # type: ignore[no-untyped-def]
-    """End of `text` if `cps[i:]` starts with it, else -1."""
-    if e - i < len(text):
-        return -1
-    for k in range(len(text)):
-        if cps[i + k] != ord(text[k]):
-            return -1
-    return i + len(text)
-
-
-@helper
-def _c4_ends(buf, n, flags, cjk):  # type: ignore[no-untyped-def]
-    """C4's terminal punctuation test (`. ? ! " '`, not `...`); `cjk` adds every terminal mark
-    and a closing quote after one."""
-    if n == 0:
-        return False
-    last = buf[n - 1]
-    if n >= 3 and last == 46 and buf[n - 2] == 46 and buf[n - 3] == 46:
-        return False
-    if last == 46 or last == 63 or last == 33 or last == 34 or last == 39:
-        return True
-    return cjk and _line_ends(buf, flags, 0, n, True)
-
-
-@helper
-def _c4(cps, length, flags, tables, han, min_words, max_word, cjk, patterns, offsets, buf, tokens, stack):  # type: ignore[no-untyped-def]
-    """C4QualityFilter's document-level outcome over `text.splitlines()`: (0, sentences of the
-    kept lines), or (1, 0) for lorem ipsum, (2, 0) for a curly bracket in a line that reached
-    those tests."""
-    sentences = 0
-    start = i = 0
-    while start < length:
-        while i < length and not flags[cps[i]] & F.LINE_BREAK:
-            i += 1
-        n, words, longest = _c4_line(cps, start, i, flags, buf)
-        if i < length and cps[i] == 13 and i + 1 < length and cps[i + 1] == 10:
-            i += 1
-        i += 1
-        start = i
-        if (max_word >= 0 and longest > max_word) or not _c4_ends(buf, n, flags, cjk) or words < min_words:
-            continue
-        if _contains(buf, n, patterns, offsets, 0):
-            return 1, 0
-        if _contains(buf, n, patterns, offsets, 1):
-            continue
-        for k in range(n):
-            if buf[k] == 123:
-                return 2, 0
-        policy = False
-        for which in range(2, len(offsets) - 1):
-            if _contains(buf, n, patterns, offsets, which):
-                policy = True
-                break
-        if not policy:
-            sentences += _sentences(buf, n, flags, tables, han, tokens, stack)
-    return 0, sentences
-
-
-@helper
-def _gopher_lines(cps, length, flags):  # type: ignore[no-untyped-def]
-    """Over `text.splitlines()`: (lines, lines starting with `•`/`-`, lines ending in `...`/`…`)."""
-    lines = bullets = ellipses = 0
-    start = i = 0
-    while start < length:
-        while i < length and not flags[cps[i]] & F.LINE_BREAK:
-            i += 1
-        lines += 1
-        a, b = start, i
-        while a < b and flags[cps[a]] & F.SPACE:
-            a += 1
-        while b > a and flags[cps[b - 1]] & F.SPACE:
-            b -= 1
-        if b > a and (cps[a] == 0x2022 or cps[a] == 45):
-            bullets += 1
-        if b > a and (cps[b - 1] == 0x2026 or (b - a >= 3 and cps[b - 1] == 46 and cps[b - 2] == 46 and cps[b - 3] == 46)):
-            ellipses += 1
-        if i < length and cps[i] == 13 and i + 1 < length and cps[i + 1] == 10:
-            i += 1
-        i += 1
-        start = i
-    return lines, bullets, ellipses
-
-
-@helper
-def _fineweb(cps, length, flags, short, quotes, keys, stamps, epoch, mask):  # type: ignore[no-untyped-def]
-    """Over the non-blank lines of `text.split("\\n")`: (lines, ending in terminal punctuation,
-    at most `short` characters, characters of lines repeating an earlier one, newlines)."""
-    lines = punctuated = shorts = dup_chars = newlines = 0
-    start = 0
-    for i in range(length + 1):
-        if i < length and cps[i] != 10:
-            continue
-        if i < length:
-            newlines += 1
-        blank = True
-        for k in range(start, i):
-            if not flags[cps[k]] & F.SPACE:
-                blank = False
-                break
-        if not blank:
-            lines += 1
-            end = i
-            while quotes and end > start and flags[cps[end - 1]] & F.SPACE:
-                end -= 1  # the Chinese rules: trailing spaces do not hide the end of a sentence
-            if _line_ends(cps, flags, start, end, quotes) or (quotes and _holds_sentence(cps, start, end)):
-                punctuated += 1
-            if i - start <= short:
-                shorts += 1
-            if _seen(keys, stamps, epoch, _key(cps, start, i), mask):
-                dup_chars += i - start
-        start = i + 1
-    return lines, punctuated, shorts, dup_chars, newlines
-
-
 @numba.njit(cache=True)
 def _signals_kernel(  # type: ignore[no-untyped-def]
-    data, offsets, flags, tables, row_table, han_table, other_table, params, stops, patterns,
-    pattern_offsets, c4_on, out, cps, tokens, stack, buf, line_tokens, wh, wp, wl, keys, stamps,
-    counts, firsts,
+    data,
+    offsets,
+    flags,
+    tables,
+    row_table,
+    han_table,
+    other_table,
+    params,
+    stops,
+    patterns,
+    pattern_offsets,
+    first_chars,
+    c4_on,
+    runs_on,
+    out,
+    cuts,
+    cps,
+    tokens,
+    stack,
+    buf,
+    line_tokens,
+    wh,
+    wp,
+    wl,
+    keys,
+    stamps,
+    counts,
+    firsts,
 ):
     """Every statistic of `SIGNALS` per document into `out` (rows). `params` per table: Han
     words, C4 words per line, C4 longest word, FineWeb short line, CJK punctuation, number of
-    stop words; `stops[table]` their FNV hashes. The rest is scratch the caller sizes."""
+    stop words; `stops[table]` their FNV hashes. Long n-gram runs (`runs_on`) are cut at the
+    spans written to `cuts` (rows of document, cut start, cut end, run start, run end); returns
+    how many. The rest is scratch the caller sizes."""
     epoch = 0
+    n_cuts = 0
     for doc in range(len(offsets) - 1):
         length = han = alpha = breaks = 0
         i, stop = offsets[doc], offsets[doc + 1]
@@ -488,16 +224,19 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         while e > s and flags[cps[e - 1]] & F.SPACE:
             e -= 1
         epoch += 1
-        count, dup, chars = _duplicates(cps, s, e, True, keys, stamps, epoch, mask)
+        count, dup, chars = duplicates(cps, s, e, True, keys, stamps, epoch, mask)
         row[1], row[2] = dup / count, chars / length
         epoch += 1
-        count, dup, chars = _duplicates(cps, 0, length, False, keys, stamps, epoch, mask)
+        count, dup, chars = duplicates(cps, 0, length, False, keys, stamps, epoch, mask)
         row[3], row[4] = dup / count, chars / length
         row[29] = words
         _word_hashes(cps, tokens, words, wh, wp, wl)
         for n in range(2, 5):
             epoch += 1
-            row[3 + n] = _top_ngram(wh, wp, wl, words, n, keys, stamps, counts, firsts, epoch, mask, han_words == 0) / length
+            row[3 + n] = (
+                _top_ngram(wh, wp, wl, words, n, keys, stamps, counts, firsts, epoch, mask, han_words == 0)
+                / length
+            )
         for n in range(5, 11):
             epoch += 1
             row[3 + n] = _duplicated_ngrams(wh, wp, wl, words, n, keys, stamps, epoch, mask) / length
@@ -539,7 +278,7 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         row[15] = letters / symbols if symbols else np.nan
         row[16] = hashes / words if words else 0.0
         row[17] = ellipses / words if words else 0.0
-        lines, bullets, end_ellipses = _gopher_lines(cps, length, flags)
+        lines, bullets, end_ellipses = gopher_lines(cps, length, flags)
         row[18] = bullets / lines if lines else 0.0
         row[19] = end_ellipses / lines if lines else 0.0
         row[20] = alphas / words if words else 0.0
@@ -550,13 +289,37 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         row[21] = stop_count
         # C4
         if c4_on:
-            row[22], row[23] = _c4(
-                cps, length, flags, tables, han_words != 0, min_words, max_word, cjk != 0, patterns,
-                pattern_offsets, buf, line_tokens, stack,
+            row[22], row[23] = c4_outcome(
+                cps,
+                length,
+                flags,
+                tables,
+                han_words != 0,
+                min_words,
+                max_word,
+                cjk != 0,
+                patterns,
+                pattern_offsets,
+                first_chars,
+                buf,
+                tokens[:words],
+                line_tokens,
+                stack,
             )
+        # Long n-gram runs: over the words, then characters inside long words outside those runs
+        if runs_on:
+            first_cut = n_cuts
+            covered, n_cuts = word_runs(cps, tokens, words, wh, flags, doc, cuts, n_cuts)
+            last_word_cut = n_cuts
+            for m in range(words):
+                a, b = tokens[m, 0], tokens[m, 1]
+                if b - a >= MIN_REPEATS and not _inside_run(cuts, first_cut, last_word_cut, a, b):
+                    inside, n_cuts = char_runs(cps, a, b, flags, doc, cuts, n_cuts)
+                    covered += inside
+            row[31] = covered / length
         # FineWeb
         epoch += 1
-        lines, punctuated, shorts, dup_chars, newlines = _fineweb(
+        lines, punctuated, shorts, dup_chars, newlines = fineweb_lines(
             cps, length, flags, short, cjk != 0, keys, stamps, epoch, mask
         )
         row[24] = lines
@@ -565,20 +328,7 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
             row[26] = shorts / lines
             row[27] = dup_chars / (length - newlines)
             row[28] = newlines / words
-
-
-# C4's lower-cased substring tests: lorem ipsum (drops the document), javascript (drops the
-# line), then its policy phrases (drop the line).
-_PATTERNS = (
-    "lorem ipsum",
-    "javascript",
-    "terms of use",
-    "privacy policy",
-    "cookie policy",
-    "uses cookies",
-    "use of cookies",
-    "use cookies",
-)
+    return n_cuts
 
 
 def compute_signals(
@@ -589,27 +339,32 @@ def compute_signals(
     params: np.ndarray,
     stops: np.ndarray,
     c4: bool = True,
-) -> np.ndarray:
-    """The `SIGNALS` of each text (float64, one row per text). `row_table[i]` is text i's table
-    (-1: by script, `han_table` or `other_table`; `han_table` -1: every row keeps its table); `params` (int64, one row per table) and
-    `stops` (uint64 FNV hashes of each table's stop words) as `_signals_kernel` reads them."""
+    runs: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The `SIGNALS` of each text (float64, one row per text), and the long n-gram runs' cuts
+    (int64 rows of text, start, end in code points; with `runs`). `row_table[i]` is text i's
+    table (-1: by script, `han_table` or `other_table`; `han_table` -1: every row keeps its
+    table); `params` (int64, one row per table) and `stops` (uint64 FNV hashes of each table's
+    stop words) as `_signals_kernel` reads them."""
     out = np.zeros((len(texts), len(SIGNALS)), np.float64)
     if len(texts) == 0:
-        return out
+        return out, np.zeros((0, 3), np.int64)
     data, offsets = utf8_buffers(texts)
     # Code points never outnumber bytes: size the scratch by the longest text's bytes.
     longest = max(1, int(np.diff(offsets).max()))
     capacity = 1 << int(2 * longest + 2).bit_length()
-    codes = np.array([ord(ch) for pattern in _PATTERNS for ch in pattern], np.int64)
-    pattern_offsets = np.zeros(len(_PATTERNS) + 1, np.int64)
-    pattern_offsets[1:] = np.cumsum([len(pattern) for pattern in _PATTERNS])
-    _signals_kernel(
+    codes = np.array([ord(ch) for pattern in PATTERNS for ch in pattern], np.int64)
+    pattern_offsets = np.zeros(len(PATTERNS) + 1, np.int64)
+    pattern_offsets[1:] = np.cumsum([len(pattern) for pattern in PATTERNS])
+    # A run spans 32+ characters: at most one per 32 bytes of the batch.
+    cuts = np.zeros((int(offsets[-1] - offsets[0]) // 32 + 1, 5), np.int64)
+    found = _signals_kernel(
         data, offsets, F.char_classes(), tokenizer_tables(), row_table.astype(np.int64), han_table,
-        other_table, params.astype(np.int64), stops.astype(np.uint64), codes, pattern_offsets, c4, out,
-        np.empty(longest, np.uint32), np.empty((longest, 2), np.int64), np.empty((longest, 2), np.int64),
-        np.empty(longest, np.uint32), np.empty((longest, 2), np.int64), np.empty(longest, np.uint64),
-        np.empty(longest, np.uint64), np.empty(longest, np.int64), np.zeros(capacity, np.uint64),
-        np.zeros(capacity, np.int32), np.zeros(capacity, np.int32), np.zeros(capacity, np.int32),
-    )
-    return out
-
+        other_table, params.astype(np.int64), stops.astype(np.uint64), codes, pattern_offsets,
+        first_chars_table(), c4, runs, out, cuts, np.empty(longest, np.uint32),
+        np.empty((longest, 2), np.int64), np.empty((longest, 2), np.int64), np.empty(longest, np.uint32),
+        np.empty((longest, 2), np.int64), np.empty(longest, np.uint64), np.empty(longest, np.uint64),
+        np.empty(longest, np.int64), np.zeros(capacity, np.uint64), np.zeros(capacity, np.int32),
+        np.zeros(capacity, np.int32), np.zeros(capacity, np.int32),
+    )  # fmt: skip
+    return out, cuts[:found, :3]

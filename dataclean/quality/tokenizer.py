@@ -173,11 +173,11 @@ def _suffix_length(cps, s, e, flags, after_digit, longest):  # type: ignore[no-u
             best = run
         elif n >= 2:
             before = cps[e - 2]
-            if flags[before] & F.BEFORE_PERIOD:
-                best = 1
-            elif n >= 3 and (flags[before] & F.UPPER) and (flags[cps[e - 3]] & F.UPPER):
-                best = 1
-            elif n >= 3 and cps[e - 3] == 0xB0 and (before in (70, 102, 67, 99, 75, 107)):
+            if (
+                flags[before] & F.BEFORE_PERIOD
+                or (n >= 3 and (flags[before] & F.UPPER) and (flags[cps[e - 3]] & F.UPPER))
+                or (n >= 3 and cps[e - 3] == 0xB0 and (before in (70, 102, 67, 99, 75, 107)))
+            ):
                 best = 1
     if n >= 2 and best < 2:
         a = cps[e - 2]

@@ -26,10 +26,12 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.quality.rules import FAMILIES, QualityTables, build_tables, first_failures
+from dataclean.quality.runs import cut_runs, spans_by_row
 from dataclean.quality.settings import QualityThresholds
 from dataclean.quality.signals import SIGNALS, compute_signals
 from dataclean.stage import Stage, with_drops
@@ -66,14 +68,15 @@ class FilterQuality(Stage, QualityThresholds):
             raise ConfigError(f"quality.language: no table for {self.language!r} (tables: {known})")
 
     def provided_columns(self) -> tuple[str, ...]:
-        return (C.QUALITY_SIGNALS,) if self.mode == "annotate" else ()
+        return (C.QUALITY_SIGNALS,) if self.mode == "annotate" else (C.QUALITY_RUNS_CUT,)
 
     def families(self) -> tuple[str, ...]:
         """The rule families switched on."""
         return tuple(name for name in FAMILIES if getattr(self, name))
 
-    def signals(self, table: pa.Table) -> np.ndarray:
-        """Every statistic of every row (`dataclean.quality.signals.SIGNALS` columns)."""
+    def signals(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """Every statistic of every row (`dataclean.quality.signals.SIGNALS` columns), and the
+        long n-gram runs' cuts (rows of row, start, end)."""
         tables = self._tables
         if self.language:
             rows = np.full(table.num_rows, tables.by_language[self.language], np.int64)
@@ -83,26 +86,53 @@ class FilterQuality(Stage, QualityThresholds):
         else:
             rows = np.full(table.num_rows, -1, np.int64)
         han = -1 if self.language else tables.han_table  # a forced table applies to Han text too
-        return compute_signals(table.column(C.TEXT), rows, han, 0, tables.params(), tables.stops(), self.c4)
+        return compute_signals(
+            table.column(C.TEXT), rows, han, 0, tables.params(), tables.stops(), self.c4, self.long_ngram_run
+        )
 
     def __call__(self, table: pa.Table) -> pa.Table:
-        values = self.signals(table)
+        values, cuts = self.signals(table)
         if self.mode == "annotate":
             index = {name: i for i, name in enumerate(SIGNALS)}
             struct = pa.StructArray.from_arrays(
                 [pa.array(values[:, index[name]], pa.float64()) for name in _ANNOTATED], list(_ANNOTATED)
             )
-            position = table.schema.get_field_index(C.QUALITY_SIGNALS)
-            if position >= 0:
-                return table.set_column(position, C.QUALITY_SIGNALS, struct)
-            return table.append_column(C.QUALITY_SIGNALS, struct)
+            return _put(table, C.QUALITY_SIGNALS, struct)
         reasons = first_failures(values, self._tables, self.families())
+        table, counts = _cut_runs(table, cuts, reasons)
+        table = _put(table, C.QUALITY_RUNS_CUT, pa.array(counts, pa.int32()))
         return with_drops(table, pa.array(reasons.tolist(), pa.string()))
 
     def compile_kernels(self) -> None:
         """The statistics pass, on an English and a Chinese text."""
         compute_signals(
-            pa.array(["Compiled once. Then loaded [1].\n\nIt's fine: {x}.", "编译一次。“好！”"], pa.string()),
+            pa.array(["Compiled once. Then loaded [1].\n\nIt's fine: {x}.", "编译一次。“好！”" + "哈" * 40]),
             np.array([-1, -1], np.int64), self._tables.han_table, 0, self._tables.params(),
-            self._tables.stops(), True,
-        )
+            self._tables.stops(), True, True,
+        )  # fmt: skip
+
+
+def _cut_runs(table: pa.Table, cuts: np.ndarray, reasons: np.ndarray) -> tuple[pa.Table, list[int]]:
+    """The table with each kept row's long n-gram runs cut back (`dataclean.quality.runs`), and
+    the runs cut per row."""
+    counts = [0] * table.num_rows
+    spans = {row: found for row, found in spans_by_row(cuts).items() if reasons[row] is None}
+    if not spans:
+        return table, counts
+    rows = sorted(spans)
+    texts = table.column(C.TEXT).take(pa.array(rows)).to_pylist()
+    mask = np.zeros(table.num_rows, bool)
+    mask[rows] = True
+    for row in rows:
+        counts[row] = len(spans[row])
+    values = pa.array(
+        [cut_runs(text, spans[row]) for row, text in zip(rows, texts, strict=True)], pa.string()
+    )
+    column = table.column(C.TEXT).combine_chunks().cast(pa.string())
+    new = pc.replace_with_mask(column, pa.array(mask), values)
+    return table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, new), counts
+
+
+def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)
