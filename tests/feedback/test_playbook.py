@@ -18,8 +18,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dataclean.feedback.playbook import Playbook  # noqa: E402
-from dataclean.feedback.quarantine import read_list  # noqa: E402
 from dataclean.ids import text_hash  # noqa: E402
+from dataclean.quarantine.lists import read_list  # noqa: E402
 
 from .tiny_training import BASE_LR, TinyRun, schedule  # noqa: E402
 
