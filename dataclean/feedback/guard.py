@@ -40,7 +40,6 @@ same run afterwards. Torch is never imported here: tensors are read through `.it
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import math
@@ -65,7 +64,7 @@ from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
 from dataclean.feedback.playbook import Decision, Playbook
 from dataclean.feedback.rollback import PlaybookRunner
 from dataclean.ids import text_hash
-from dataclean.quarantine.lists import empty_list, make_list, merge_lists, read_list, write_list
+from dataclean.quarantine.lists import make_list, merge_into
 
 GUARD_ACTIONS = ("log", "skip", "stop", "watch", "rollback")
 RESUME_LR_FACTORS = (0.1, 0.3)  # of the lr at the spike: the usual advice when resuming after one
@@ -466,15 +465,7 @@ class TrainingGuard:
             }
             for sample_id in blamed
         ]
-        self.quarantine_path.parent.mkdir(parents=True, exist_ok=True)
-        lock = self.quarantine_path.with_name(f".{self.quarantine_path.name}.lock")
-        with open(lock, "a") as handle:  # ranks sharing one list merge one after another
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                existing = read_list(self.quarantine_path) if self.quarantine_path.exists() else empty_list()
-                write_list(merge_lists(existing, make_list(entries)), self.quarantine_path)
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        merge_into(self.quarantine_path, make_list(entries))
         if self.view is not None:
             self.view.refresh()
         return blamed

@@ -37,6 +37,8 @@ from dataclean.errors import ConfigError
 # top of the pre-spike loss band the loss must settle in before the factor ramps back.
 LR_FACTOR_ENV = "DATACLEAN_LR_FACTOR"
 LOSS_BAND_ENV = "DATACLEAN_LOSS_BAND"
+RAMP_STEPS_ENV = "DATACLEAN_LR_RAMP_STEPS"
+SETTLE_STEPS_ENV = "DATACLEAN_SETTLE_STEPS"
 
 
 def _now() -> str:
@@ -195,10 +197,10 @@ class Recovery:
         self.in_band = 0
         self.rollbacks += 1
 
-    def resume(self, factor: float, band: float | None) -> None:
-        """Start held at `factor` (a process relaunched after a rollback by `dataclean supervise`);
-        without a band the factor ramps back after `settle_steps` steps."""
-        self.playbook = Playbook(**{**self.playbook.__dict__, "lr_factor": factor})
+    def resume(self, playbook: Playbook, band: float | None) -> None:
+        """Start held at `playbook.lr_factor` (a process relaunched after a rollback by `dataclean
+        supervise`); without a band the factor ramps back after `settle_steps` steps."""
+        self.playbook = playbook
         self.band = float("inf") if band is None else band
         self.phase, self.in_band = "hold", 0
 
@@ -226,14 +228,24 @@ def _env_number(name: str) -> float | None:
         raise ConfigError(f"{name}: {value!r} is not a number") from None
 
 
-def factor_from_env() -> tuple[float, float | None] | None:
-    """(lr factor, loss band) that `dataclean supervise` passed to a relaunched run, or None."""
+def resume_from_env(playbook: Playbook) -> tuple[Playbook, float | None] | None:
+    """The playbook a run relaunched by `dataclean supervise` resumes with (its lr factor, ramp
+    and settle steps from the environment) and the loss band, or None when not relaunched."""
     factor = _env_number(LR_FACTOR_ENV)
     if factor is None or factor == 1:
         return None
-    if not 0 < factor <= 1:
-        raise ConfigError(f"{LR_FACTOR_ENV}: must be in (0, 1], got {factor}")
-    return factor, _env_number(LOSS_BAND_ENV)
+    ramp, settle = _env_number(RAMP_STEPS_ENV), _env_number(SETTLE_STEPS_ENV)
+    changes: dict[str, Any] = {"lr_factor": factor}
+    if ramp is not None:
+        changes["ramp_steps"] = int(ramp)
+    if settle is not None:
+        changes["settle_steps"] = int(settle)
+        changes["watch_steps"] = max(playbook.watch_steps, int(settle))
+    try:
+        resumed = Playbook(**{**playbook.__dict__, **changes})
+    except ConfigError as error:
+        raise ConfigError(f"{LR_FACTOR_ENV} and the rest from dataclean supervise: {error}") from None
+    return resumed, _env_number(LOSS_BAND_ENV)
 
 
 class LrScale:

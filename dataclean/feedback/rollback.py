@@ -17,7 +17,7 @@ from typing import Any
 
 from dataclean.errors import ConfigError
 from dataclean.feedback.monitor import SpikeMonitor
-from dataclean.feedback.playbook import Decision, LrScale, Playbook, Recovery, band_top, factor_from_env
+from dataclean.feedback.playbook import Decision, LrScale, Playbook, Recovery, band_top, resume_from_env
 
 
 class PlaybookRunner:
@@ -28,7 +28,7 @@ class PlaybookRunner:
         self.lr_scale = LrScale()
         self._held: tuple[Any, Any, dict[str, Any], list[float]] | None = None
         self._window: Any = None  # the detector's window at the spike that may be rolled back
-        resumed = factor_from_env()
+        resumed = resume_from_env(self.recovery.playbook)
         if resumed is not None:
             self.recovery.resume(*resumed)
 

@@ -13,7 +13,8 @@ As a script (what `dataclean supervise` runs in the tests):
     python tiny_training.py FOLDER --steps 90 --plan 40:4 --sleep 0.05 [--resume_from_checkpoint CKPT]
 
 writes the guard's logs to FOLDER, a checkpoint every 10 steps to FOLDER/checkpoints/ and, per
-process, FOLDER/runs.jsonl: where it started, its lr factor, the ids it drew.
+process, FOLDER/runs.jsonl: where it started, its lr factor, the ids it drew, the lr of each
+update. Its sampler reads FOLDER/quarantine.parquet (the list `dataclean supervise` merges into).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class TinyRun:
         action: Any = "watch",
         playbook: Playbook | None = None,
         checkpoint_every: int = 10,
+        guard_list: Path | None = None,
     ) -> None:
         torch.manual_seed(0)
         self.folder = Path(folder)
@@ -98,6 +100,7 @@ class TinyRun:
             monitor=SpikeMonitor(window=20, warmup=15, min_ratio=1.5),
             state=self.state,
             playbook=playbook,
+            quarantine=guard_list,
         )
         self.checkpoint_every = checkpoint_every
         self.step = 0
@@ -163,7 +166,9 @@ def main() -> None:
     # `dataclean supervise` ends a run with SIGTERM: exit through `finally` (logs flushed).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     plan = {int(s): int(c) for s, c in (p.split(":") for p in args.plan.split(",") if p)}
-    run = TinyRun(args.folder, plan, action="log")
+    # The guard only logs here (`dataclean supervise` decides) and keeps its own list, so the
+    # samples the sampler leaves out after a relaunch are those supervise put on the list.
+    run = TinyRun(args.folder, plan, action="log", guard_list=args.folder / "guard-quarantine.parquet")
     if args.resume_from_checkpoint:
         run.resume(args.resume_from_checkpoint)
     record: dict[str, Any] = {
