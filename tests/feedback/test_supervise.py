@@ -109,3 +109,27 @@ def test_supervise_kills_and_relaunches_the_run_from_the_checkpoint_and_alerts_o
     assert (body["step"], body["diagnosis"], body["action"]) == (SPIKE, "data", "rollback")
     assert sorted(body["blamed"]) == SPIKE_JUNK and body["checkpoint_step"] == SPIKE
     assert any("not recovered" in line for line in body["evidence"])
+
+
+def test_supervise_relaunches_a_hugging_face_trainer_with_resume_from_checkpoint(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY), "DATACLEAN_LOG_FLUSH_SECONDS": "0.2"}
+    guard = tmp_path / "guard"
+    command = [sys.executable, "-m", "dataclean", "supervise", "--logs", str(guard)]
+    command += ["--checkpoints", str(tmp_path / "out"), "--action", "data=rollback", "--spike-window", "20"]
+    command += ["--poll", "0.1", "--grace", "20", "--"]
+    command += [sys.executable, str(SCRIPT.with_name("hf_training.py")), str(tmp_path), "--steps", "60"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert len(runs) == 2, runs
+    first, second = runs
+    junk = {"junk-0", "junk-1", "junk-2"}  # test_guard_hf's garbage, in the batch of step 40
+    assert "finished" not in first and junk <= set(first["drawn"])
+    assert second["resumed_from"] == str(tmp_path / "out" / "checkpoint-40")
+    assert second["finished"] == 60 and second["lr_factor"] == "0.2"
+    assert second["drawn"] and not junk & set(second["drawn"])
+    assert len(second["drawn"]) == 20 * 8  # steps 40-59, from the checkpoint on
+    listed = read_list(guard / "quarantine.parquet").to_pylist()
+    assert {r["sample_id"] for r in listed} == junk and "supervise" in listed[0]["source"]
