@@ -238,5 +238,5 @@ def test_uris_go_through_pyarrow_filesystems(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     write_jsonl(tmp_path / "in" / "a.jsonl", ROWS)
     stats = run_pipeline([f"file://{tmp_path}/in"], f"file://{tmp_path}/out", [CleanText()], LocalExecutor())
-    assert stats["totals"]["kept"] == len(read_rows(tmp_path / "out" / "data")) == 22
+    assert stats["totals"]["kept"] == len(read_rows(tmp_path / "out" / "data")) == 23
     assert {row[C.ID] for row in read_rows(tmp_path / "out" / "data")} >= {"doc-000", "doc-024"}
