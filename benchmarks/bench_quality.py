@@ -25,6 +25,7 @@ import argparse
 import collections
 import random
 import re
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import corpus  # noqa: E402
-from benchmarks.measure import write_json  # noqa: E402
+from benchmarks.measure import Measurement, comparison, write_json  # noqa: E402
 from benchmarks.rounds import describe, round_ratios, spread, timed_rounds  # noqa: E402
 from dataclean import columns as C  # noqa: E402
 from dataclean.quality import planted  # noqa: E402
@@ -146,7 +147,22 @@ def speed(texts: list[str], rounds: int) -> dict[str, Any]:
         {"dataclean": lambda: stage(batch), "datatrove": lambda: run_datatrove(texts)}, rounds, 0
     )
     ratios = round_ratios(seconds["datatrove"], seconds["dataclean"])
+    ours = Measurement(
+        "FilterQuality (language=en)",
+        len(texts),
+        size,
+        statistics.median(seconds["dataclean"]),
+        rounds=seconds["dataclean"],
+    )
+    theirs = Measurement(
+        "datatrove Gopher+C4+FineWeb filters",
+        len(texts),
+        size,
+        statistics.median(seconds["datatrove"]),
+        rounds=seconds["datatrove"],
+    )
     return {
+        "row": comparison("quality filters", "Common Crawl pages", ours, theirs),
         "megabytes": size,
         "dataclean_mb_s": spread([size / s for s in seconds["dataclean"]]),
         "datatrove_mb_s": spread([size / s for s in seconds["datatrove"]]),
@@ -182,9 +198,13 @@ def main() -> None:
         "speed": speed(web * args.repeat, args.rounds),
     }
     for name, value in results.items():
-        print(f"{name}: {value}")
+        print(
+            f"{name}: {value}"
+            if name != "speed"
+            else f"speed: { {k: v for k, v in value.items() if k != 'row'} }"
+        )
     if args.json:
-        write_json(args.json, [], **results)
+        write_json(args.json, [results["speed"].pop("row")], **results)
 
 
 if __name__ == "__main__":
