@@ -34,6 +34,10 @@ PII_REDACTED = "pii_redacted"
 # the eval sets they come from, most matched first, comma-separated (null when clean).
 CONTAMINATION_NGRAMS = "contamination_ngrams"
 CONTAMINATED_BY = "contaminated_by"
+# Added by the quality stage in annotate mode: every rule's statistic, one struct per row.
+QUALITY_SIGNALS = "quality_signals"
+# Added by the quality stage in filter mode: long n-gram runs cut back in the row's text.
+QUALITY_RUNS_CUT = "quality_runs_cut"
 
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.

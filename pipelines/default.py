@@ -9,13 +9,14 @@ from dataclean.stages.dedup import DropDuplicates
 from dataclean.stages.language import IdentifyLanguage
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
 from dataclean.stages.pii import RedactPersonalData
+from dataclean.stages.quality import FilterQuality
 from dataclean.stages.quarantine import DropQuarantined
 from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> pii -> language -> dedup -> [decontaminate] -> split -> perplexity -> perplexity_filter
-    -> quarantine."""
+    """clean -> pii -> language -> quality -> dedup -> [decontaminate] -> split -> perplexity
+    -> perplexity_filter -> quarantine."""
     return [
         CleanText(),
         # Right after clean, before anything is written: rows clean or the reader excluded are
@@ -24,6 +25,9 @@ def build() -> list[Stage]:
         # Right after clean: dedup's shingles and the perplexity model follow the language.
         # Keeps every language unless `--set language.keep=zh,en`.
         IdentifyLanguage(),
+        # Right after language (its thresholds follow `lang`), before dedup as FineWeb orders it:
+        # Gopher repetition and quality, C4, FineWeb, long n-gram runs (datatrove's reasons).
+        FilterQuality(),
         # Before split: duplicates are whole documents, not chunks.
         DropDuplicates(),
         # A no-op until `--set decontaminate.evals=NAME=PATH,...`; after dedup (each copy of an
