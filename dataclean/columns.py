@@ -35,5 +35,26 @@ DROP_REASON = "__drop_reason"
 # Private: a stage lists a row it keeps in its destination folder too (a copy) with a reason here.
 COPY_REASON = "__copy_reason"
 
+# The training-feedback files (docs/contracts.md, "Training feedback"): the per-sample loss log
+# (`sample_id`, `loss`, optional `step`, `epoch`, `rank`, `tokens`), the step log (`step`, `loss`,
+# optional `lr`, `grad_norm`, `loss_scale`) and the quarantine list (`sample_id`, `text_hash`,
+# `reason`, `score`, `first_step`, `last_step`, `occurrences`, `action`, `weight`, `source`,
+# `added_at`, `text`). A sample id is a corpus row's `id`.
+SAMPLE_ID = "sample_id"
+LOSS = "loss"
+STEP = "step"
+EPOCH = "epoch"
+RANK = "rank"
+TOKENS = "tokens"
+LR = "lr"
+GRAD_NORM = "grad_norm"
+LOSS_SCALE = "loss_scale"
+SCORE = "score"
+FIRST_STEP = "first_step"
+LAST_STEP = "last_step"
+OCCURRENCES = "occurrences"
+SOURCE = "source"
+ADDED_AT = "added_at"
+
 # Contract columns first, in this order, in every output file.
 LEADING = (ID, TEXT, PARENT_ID, LANG, LANG_SCORE, TEXT_HASH, WEIGHT, DUP_CLUSTER, PPL, PPL_BUCKET)

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.analyze import Settings
@@ -266,7 +267,7 @@ class TrainingGuard:
         chosen = self.actions.get(spike.diagnosis, "log")
         blamed = spike.sample_ids if spike.diagnosis == "data" else []
         quarantined = self._quarantine(step, blamed, batch) if blamed else []
-        losses = [] if batch is None else batch.column(S.LOSS).to_pylist()
+        losses = [] if batch is None else batch.column(C.LOSS).to_pylist()
         incident = Incident(
             step=step,
             diagnosis=spike.diagnosis,
@@ -307,12 +308,12 @@ class TrainingGuard:
         rows = len(losses)
         return pa.table(
             {
-                S.SAMPLE_ID: pa.array([str(i) for i in ids], pa.string()),
-                S.LOSS: pa.array(losses, pa.float64()),
-                S.STEP: pa.array(np.full(rows, step), pa.int64()),
-                S.EPOCH: pa.array([epoch] * rows, pa.int64()),
-                S.RANK: pa.array([self.rank] * rows, pa.int64()),
-                S.TOKENS: pa.nulls(rows, pa.int64()),
+                C.SAMPLE_ID: pa.array([str(i) for i in ids], pa.string()),
+                C.LOSS: pa.array(losses, pa.float64()),
+                C.STEP: pa.array(np.full(rows, step), pa.int64()),
+                C.EPOCH: pa.array([epoch] * rows, pa.int64()),
+                C.RANK: pa.array([self.rank] * rows, pa.int64()),
+                C.TOKENS: pa.nulls(rows, pa.int64()),
             },
             schema=S.LOSS_LOG_SCHEMA,
         )
@@ -321,25 +322,25 @@ class TrainingGuard:
         """Merge the blamed samples into the list file at once; returns the ids added."""
         scores: dict[str, float] = {}
         if batch is not None:
-            losses = batch.column(S.LOSS).to_numpy(zero_copy_only=False)
+            losses = batch.column(C.LOSS).to_numpy(zero_copy_only=False)
             finite = np.isfinite(losses)
             if finite.any():
                 z = robust_z(np.where(finite, losses, np.inf), losses[finite])
                 scores = {
-                    str(i): float(v) for i, v in zip(batch.column(S.SAMPLE_ID).to_pylist(), z, strict=True)
+                    str(i): float(v) for i, v in zip(batch.column(C.SAMPLE_ID).to_pylist(), z, strict=True)
                 }
         hash_of = getattr(self.view, "text_hash_of", None)
         entries = [
             {
-                S.SAMPLE_ID: sample_id,
-                S.TEXT_HASH: hash_of(sample_id) if hash_of else None,
-                S.REASON: f"spike:{step}",
-                S.SCORE: scores.get(sample_id),
-                S.FIRST_STEP: step,
-                S.LAST_STEP: step,
-                S.OCCURRENCES: 1,
-                S.ACTION: "drop",
-                S.SOURCE: "guard" if self.rank is None else f"guard:rank{self.rank}",
+                C.SAMPLE_ID: sample_id,
+                C.TEXT_HASH: hash_of(sample_id) if hash_of else None,
+                C.REASON: f"spike:{step}",
+                C.SCORE: scores.get(sample_id),
+                C.FIRST_STEP: step,
+                C.LAST_STEP: step,
+                C.OCCURRENCES: 1,
+                C.ACTION: "drop",
+                C.SOURCE: "guard" if self.rank is None else f"guard:rank{self.rank}",
             }
             for sample_id in blamed
         ]

@@ -20,6 +20,7 @@ from dataclean.feedback.analysis.diagnose import DiagnosisRules
 from dataclean.feedback.analysis.replay_cli import replay_command
 from dataclean.feedback.analysis.report import markdown, plot, write_spikes
 from dataclean.quarantine.lists import merge_lists, read_list, write_list
+from dataclean.quarantine.schema import DEFAULT_DOWNWEIGHT, QUARANTINE_ACTIONS
 
 
 @click.group("feedback", invoke_without_command=True)
@@ -77,8 +78,10 @@ from dataclean.quarantine.lists import merge_lists, read_list, write_list
     help="Times the recent loss level a spike must reach.",
 )
 @click.option("--spike-method", type=click.Choice(["std", "mad"]), default="std", show_default=True)
-@click.option("--action", type=click.Choice(["drop", "downweight"]), default="drop", show_default=True)
-@click.option("--weight", default=0.1, show_default=True, help="Weight of down-weighted samples.")
+@click.option("--action", type=click.Choice(QUARANTINE_ACTIONS), default="drop", show_default=True)
+@click.option(
+    "--weight", default=DEFAULT_DOWNWEIGHT, show_default=True, help="Weight of down-weighted samples."
+)
 @click.pass_context
 def feedback(
     ctx: click.Context,
