@@ -30,7 +30,6 @@ from dataclean.io.layout import EXCLUDED, QUARANTINED, Layout
 from dataclean.io.readers import ReadOptions, read_shard
 from dataclean.io.shards import Shard
 from dataclean.io.writers import PartWriter, read_parquet_batches, write_json
-from dataclean.lang import identify_languages
 from dataclean.stage import GlobalStage, Stage, reason_kind
 from dataclean.stats import new_account, new_stage
 
@@ -54,12 +53,11 @@ def _text_bytes(table: pa.Table) -> int:
 
 
 def finalize(table: pa.Table) -> pa.Table:
-    """Kept rows as written to OUT/data: contract columns completed and first, in order."""
+    """Kept rows as written to OUT/data: contract columns first, in order. A column no stage
+    produced is completed with its neutral value: `text_hash` computed, `weight` 1.0, `dup_cluster`
+    null. `lang` is not: only the `language` stage labels rows (a run without it has no `lang`)."""
     if C.TEXT_HASH not in table.column_names or table.column(C.TEXT_HASH).null_count:
         table = _set(table, C.TEXT_HASH, text_hashes(table.column(C.TEXT)))
-    if C.LANG not in table.column_names:
-        lang, lang_score = identify_languages(table.column(C.TEXT))
-        table = _set(_set(table, C.LANG, lang), C.LANG_SCORE, lang_score)
     if C.WEIGHT not in table.column_names:
         table = _set(table, C.WEIGHT, pa.array([1.0] * table.num_rows, pa.float64()))
     if C.DUP_CLUSTER not in table.column_names:

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
 from dataclean import columns as C
-
-T = TypeVar("T")
-R = TypeVar("R")
+from dataclean.executors.base import Executor, MapFunction  # noqa: F401 - part of the contract's names
 
 
 class Stage(ABC):
@@ -49,6 +47,10 @@ class Stage(ABC):
     # About how long `compile_kernels` takes on a first run, in CPU seconds (as
     # benchmarks/bench_compile.py measures it): the workers take the longest first.
     compile_seconds: ClassVar[float] = 0.0
+    # True: the run compiles this (global) stage's kernels by a rehearsal, its observe, fit and
+    # apply over a tiny mixed-language corpus (`dataclean.warmup.rehearse`), instead of calling
+    # `compile_kernels`: for kernels that only `fit` reaches, with the types of a real run.
+    rehearse: ClassVar[bool] = False
 
     def required_columns(self) -> tuple[str, ...]:
         """Columns this stage reads that an earlier stage must provide (default: `requires`)."""
@@ -71,7 +73,12 @@ class Stage(ABC):
         """Compile the numba kernels this stage runs (or load them from the cache), on a tiny input
         of the same types as real batches, without loading models. Called once per run on a
         worker before the first shard, so each kernel is compiled once, not once per worker
-        process (`dataclean.kernels`)."""
+        process (`dataclean.warmup`)."""
+
+    def rehearsal_copy(self) -> Stage:
+        """A fresh copy of this stage for a rehearsal (`rehearse`): fitting it must not touch
+        `self`, and a setting the tiny corpus cannot serve (a column it lacks) is replaced."""
+        return dataclasses.replace(self) if dataclasses.is_dataclass(self) else self
 
     @abstractmethod
     def __call__(self, table: pa.Table) -> pa.Table:
@@ -82,30 +89,6 @@ class Stage(ABC):
         if not dataclasses.is_dataclass(self):
             return {}
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
-
-
-class MapFunction(Protocol):
-    """What an executor maps: a picklable callable, shipped once to each worker."""
-
-    def __call__(self, item: Any) -> Any: ...
-
-
-class Executor(Protocol):
-    """Runs a function over work items in parallel and returns the results in item order.
-
-    `light=True` says the function holds no model and is cheap to ship (the steps of a barrier's
-    `fit`): an executor may then run it as plain tasks instead of a pool of long-lived workers.
-    """
-
-    workers: int
-
-    def map(
-        self,
-        fn: Callable[[T], R],
-        items: Sequence[T],
-        on_result: Callable[[int, R], None] | None = None,
-        light: bool = False,
-    ) -> list[R]: ...
 
 
 @dataclass

@@ -306,6 +306,17 @@ def _decode_binary(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     return pa.array(texts, pa.string()), pa.array(bads, pa.int64())
 
 
+def parquet_columns(shard: Shard) -> list[str]:
+    """The column names of a Parquet shard, from its footer (no row is read); [] when it cannot
+    be opened (reading it reports that, with the shard's name)."""
+    fs, path = filesystem(shard.uri)
+    try:
+        with fs.open_input_file(path) as source:
+            return list(pq.ParquetFile(source).schema_arrow.names)
+    except (OSError, pa.ArrowException):
+        return []
+
+
 def read_parquet(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
     fs, path = filesystem(shard.uri)
     try:

@@ -128,6 +128,7 @@ class CleanText(Stage):
     """
 
     name: ClassVar[str] = "clean"
+    provides: ClassVar[tuple[str, ...]] = (C.REMOVED_CHARS,)
     compile_seconds: ClassVar[float] = 1.4  # benchmarks/bench_compile.py
 
     normalization: Normalization = "none"

@@ -43,6 +43,7 @@ class IdentifyLanguage(Stage):
     """
 
     name: ClassVar[str] = "language"
+    provides: ClassVar[tuple[str, ...]] = (C.LANG, C.LANG_SCORE)
     compile_seconds: ClassVar[float] = 2.5  # benchmarks/bench_compile.py
 
     keep: tuple[str, ...] = ()

@@ -31,6 +31,7 @@ from dataclean.ids import text_hashes
 from dataclean.io.files import open_input, read_parquet
 from dataclean.quarantine.lists import read_list
 from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex
+from dataclean.quarantine.neardup import NearDuplicateIndex
 from dataclean.stage import FitContext, GlobalStage, with_copies, with_drops
 
 
@@ -80,6 +81,14 @@ class DropQuarantined(GlobalStage):
         self._index = QuarantineIndex.from_list(
             read_list(self.path), self.near_duplicates, self.threshold, self.num_perm
         )
+
+    def compile_kernels(self) -> None:
+        """Near-duplicate matching runs dedup's normalization, MinHash and band-key kernels
+        (compiled already when dedup is in the recipe); nothing without a list."""
+        if self.path is not None and self.near_duplicates:
+            index = NearDuplicateIndex(self.threshold, self.num_perm)
+            index.add("warm-up", "A warm-up text, 一段热身的文字.")
+            index.query_many(["A warm-up text, 一段热身的文字."])
 
     def _hashes(self, table: pa.Table) -> list[str | None]:
         column = (
