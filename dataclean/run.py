@@ -97,7 +97,8 @@ def check_columns(stages: Sequence[Stage], given: Sequence[str] = ()) -> None:
     (`given`, see `input_columns`) or one a stage before it provides, and every column has one
     producer among the stages; else a `ConfigError` of one line naming the stage and the column.
     A stage may provide a column the input carries: the language stage keeps an input `lang`
-    (labelling only its empty rows), dedup and perplexity replace theirs."""
+    (labelling only its empty rows), perplexity an input `ppl` (unless `rescore`), dedup replaces
+    its columns (docs/contracts.md, "Rows and columns")."""
     producers: dict[str, str] = {}
     for stage in stages:
         for column in stage.required_columns():

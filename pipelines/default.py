@@ -1,4 +1,4 @@
-"""The default recipe: the stages every corpus goes through, in order (see README.md, "What a run does")."""
+"""The default recipe: the stages every corpus goes through, in order (docs/stages.md says what each does)."""
 
 from __future__ import annotations
 
