@@ -22,17 +22,9 @@ from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.analyze import read_corpus_rows
 from dataclean.feedback.analysis.logs import _format_of, log_files, read_loss_log
 
-REPLAY_SCHEMA = pa.schema(
-    [
-        (C.SAMPLE_ID, pa.string()),
-        (C.LOSS, pa.float64()),
-        (C.STEP, pa.int64()),
-        (C.EPOCH, pa.int64()),
-        (C.RANK, pa.int64()),
-        (C.TOKENS, pa.int64()),
-        (C.TEXT_HASH, pa.string()),
-        (C.TEXT, pa.string()),
-    ]
+# The loss log's columns, then the sample's text hash and text from the corpus.
+REPLAY_SCHEMA = S.LOSS_LOG_SCHEMA.append(pa.field(C.TEXT_HASH, pa.string())).append(
+    pa.field(C.TEXT, pa.string())
 )
 
 
