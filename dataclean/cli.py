@@ -171,7 +171,7 @@ def cli() -> None:
     "settings",
     multiple=True,
     metavar="STAGE.PARAM=VALUE",
-    help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.",
+    help="Set a stage parameter, e.g. --set clean.max_garbage_fraction=0.5.",
 )
 @click.option(
     "--max-chars",

@@ -1,6 +1,6 @@
 """The package's layers, each module's imports checked against the rules of its part.
 
-- text algorithms (`text`, `dedup`, `lang`, `lm`, `quarantine`, `jit`): import no contract (no
+- text algorithms (`text`, `dedup`, `lang`, `lm`, `quality`, `quarantine`, `jit`): import no contract (no
   stage, no stage contract), no run layer, no executor (only its protocol), no Ray;
 - machinery (`io`, `report`, `feedback`, the vocabulary and small shared modules): never import
   stages, the run layer, an executor or Ray;
@@ -48,7 +48,7 @@ RAY = ("ray",)
 # part -> (modules in it, import prefixes it must never use)
 PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "text algorithms": (
-        ("text", "dedup", "lang", "lm", "quarantine", "jit.py"),
+        ("text", "dedup", "lang", "lm", "quality", "quarantine", "jit.py"),
         (*STAGES, *CONTRACT, *RUN_LAYER, *CONCRETE_EXECUTORS, *RAY),
     ),
     "machinery": (

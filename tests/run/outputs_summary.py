@@ -7,7 +7,10 @@ Used by tests/run/test_same_outputs.py, and as a script to record the fixture it
 
 runs today's stages, in an explicit recipe, over the bundled sample with the local executor (it
 imports only what every version of dataclean since the language stage has: `run_pipeline`, the
-stage classes and `LocalExecutor`).
+stage classes and `LocalExecutor`). The sample leaves out the 8 documents the clean stage dropped
+as `clean:repetition` at f9d3e2a: issue 23 moved that rule to the quality stage (a run now cuts
+them back or drops them as `quality:long_ngram_run`), a change of behaviour by design, which this
+comparison of the restructuring must not see.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 
 
@@ -41,6 +45,48 @@ def todays_stages() -> list[Any]:
         FilterPerplexity(drop_fraction=0.002),
         DropQuarantined(),
     ]
+
+
+# The documents `clean:repetition` dropped at f9d3e2a (see the module docstring).
+MOVED_RULE_IDS = frozenset(
+    {
+        "46fao5l32kf2maca6fpkia73boqjbcka",
+        "qfa7nvm3552lopxk2rp6r6puhbvnd6fd",
+        "qoh5gkys6hnul2lot7ynn6bf7kinjnxo",
+        "xdsusiu44ynwxtanranmph3rtpymwfda",
+        "xv6zfvicnkarfbx3tty7maniy7gldyah",
+        "ydxpia66pj7nm4leupk5czgwjvt4ipee",
+        "zh-repeat",
+        "zofsuwdam73mzngtd2b6byk4wdet3yjd",
+    }
+)
+
+
+def sample_without(sample: Path, folder: Path, ids: frozenset[str] = MOVED_RULE_IDS) -> Path:
+    """A copy of the bundled sample's files without the documents whose id is in `ids` (lines
+    that are not JSON, the sample's deliberate dirt, are copied as they are)."""
+    import gzip
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def keep(line: bytes) -> bool:
+        try:
+            return json.loads(line).get("id") not in ids
+        except (ValueError, AttributeError):
+            return True
+
+    web = (sample / "web.jsonl").read_bytes().splitlines(keepends=True)
+    (folder / "web.jsonl").write_bytes(b"".join(line for line in web if keep(line)))
+    zh = gzip.decompress((sample / "zh.jsonl.gz").read_bytes()).splitlines(keepends=True)
+    (folder / "zh.jsonl.gz").write_bytes(gzip.compress(b"".join(line for line in zh if keep(line))))
+    wiki = pq.read_table(sample / "wiki.parquet")
+    if "id" in wiki.column_names:
+        wiki = wiki.filter(pc.invert(pc.is_in(wiki.column("id"), value_set=pa.array(sorted(ids)))))
+    pq.write_table(wiki, folder / "wiki.parquet")
+    return folder
 
 
 def _rows(folder: Path, columns: list[str]) -> list[dict[str, Any]]:
@@ -71,11 +117,12 @@ def summarize_output(out: Path) -> dict[str, Any]:
 
 
 def run_and_summarize(sample: Path, out: Path) -> dict[str, Any]:
-    """Run `todays_stages` over `sample` into `out` (local executor) and summarize it."""
+    """Run `todays_stages` over `sample_without(sample)` into `out` (local executor) and summarize."""
     from dataclean.executors.local import LocalExecutor
     from dataclean.run import run_pipeline
 
-    run_pipeline([str(sample)], str(out), todays_stages(), LocalExecutor(), overwrite=True)
+    inputs = sample_without(sample, out.parent / f"{out.name}-input" / "sample")
+    run_pipeline([str(inputs)], str(out), todays_stages(), LocalExecutor(), overwrite=True)
     return summarize_output(out)
 
 
