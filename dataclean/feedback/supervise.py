@@ -292,7 +292,6 @@ class Supervisor:
     def _quarantine(self, step: int, blamed: list[str]) -> None:
         hashes: dict[str, str] = {}
         if self.options.corpus is not None:
-            from dataclean import columns as C
             from dataclean.feedback.analysis.analyze import read_corpus_rows
 
             rows, _ = read_corpus_rows(self.options.corpus, blamed)
