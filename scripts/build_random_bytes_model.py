@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from dataclean.stages.clean import clean_text
-from dataclean.text.noise import _CLASSES, class_table
+from dataclean.text.noise import _CLASSES, MARK, class_table
 
 OUT = Path(__file__).resolve().parent.parent / "dataclean" / "data" / "clean" / "random_bytes.json"
 
@@ -58,6 +58,9 @@ def class_bigrams(texts: Iterator[str]) -> np.ndarray:
         if not cleaned:
             continue
         classes = table[np.frombuffer(cleaned.encode("utf-32-le"), np.uint32)]
+        classes = classes[classes != MARK]
+        if not len(classes):
+            continue
         np.add.at(counts, (np.concatenate([[0], classes[:-1]]), classes), 1)
     return counts
 

@@ -9,14 +9,15 @@ drop reason:
 - `random_bytes`: the row's character classes follow each other the way they do in random bytes,
   not in text. A character class bigram model (`_CLASSES`: space, ASCII lower/upper, digit, ASCII
   punctuation/symbol, other Latin lower/upper, other cased lower/upper, caseless letters and marks
-  (Han, kana, Arabic, Indic, Thai...), Latin-1 symbols, general punctuation, other punctuation and
+  (Han, kana, Arabic, Indic, Thai...; combining marks belong to the letter before them), Latin-1 symbols, general punctuation, other punctuation and
   symbols (emoji), other) of
   real text in many languages and scripts, against the same model of random bytes read as Latin-1
   and Windows-1252 and then cleaned: the row's mean log-likelihood ratio per character (nats)
   above `threshold` drops it. Classes, not characters: a script the model has never seen still
   reads as letters followed by letters, which is what text does and random bytes do not. The
   table is `dataclean/data/clean/random_bytes.json`, built by `scripts/build_random_bytes_model.py`
-  (its header says from what); rows under `min_chars` characters are never judged.
+  (its header says from what); rows under `min_chars` characters (combining marks not counted)
+  are never judged.
 - `encoded_data`: base64 runs (24+ characters of its alphabet with a digit and both cases) and
   hex runs (24+ hex digits with a digit and a letter) cover more than `encoded_fraction` of the
   row's characters.
@@ -49,13 +50,16 @@ _CLASSES = (
     "latin1_symbol", "general_punctuation", "other_symbol", "other",
 )  # fmt: skip
 SPACE, OTHER = 0, len(_CLASSES) - 1
+# Combining marks belong to the character before them (an accent, a vowel sign): skipped, so that
+# "ɔ̀" reads as one Latin letter and Devanagari's vowel signs do not break a word.
+MARK = 255
 _LATIN = ((0xC0, 0x2B0), (0x1D00, 0x1DC0), (0x1E00, 0x1F00), (0x2C60, 0x2C80), (0xA720, 0xA800))
 _TABLE_LIMIT = 0x30000  # above: CJK extensions (plane 3) are letters, the rest "other"
 _MIN_RUN = 24
 
 
 def char_class(char: str) -> int:
-    """The class (index into `_CLASSES`) of one character."""
+    """The class (index into `_CLASSES`) of one character; `MARK` for a combining mark."""
     code = ord(char)
     if char.isspace():
         return SPACE
@@ -68,7 +72,9 @@ def char_class(char: str) -> int:
         if "0" <= char <= "9":
             return 3
         return 4 if category[0] == "P" else 5 if category[0] == "S" else OTHER
-    if category[0] in "LM":
+    if category[0] == "M":
+        return MARK
+    if category[0] == "L":
         cased = category in ("Ll", "Lu", "Lt")
         upper = category in ("Lu", "Lt")
         if cased and any(start <= code < stop for start, stop in _LATIN):
@@ -121,6 +127,9 @@ def _noise_kernel(data, offsets, classes, ratios, scores, encoded, lengths):  # 
             else:
                 code, size = 32, 1  # ends the last run
             cls = classes[code] if i < stop else 0
+            if cls == 255:  # MARK: part of the character before it
+                i += size
+                continue
             if i < stop:
                 total += ratios[previous, cls]
                 previous = cls
