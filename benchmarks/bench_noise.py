@@ -15,8 +15,8 @@ Labeled data nobody here wrote, each row labeled by where it comes from:
   read as Latin-1 and as UTF-8 (these also hold real strings: a slice that is mostly a message
   table is text, so the recall on binaries is below 1 by the data, not only by the check).
 Each text goes through `clean_text` first, as in the stage; rows under the judged length
-(40 characters, combining marks not counted) are not judged and not counted. Prints, per set, rows judged and the share
-dropped, and the texts dropped from the text sets.
+(40 characters, combining marks not counted) are not judged and not counted. Prints, per set,
+rows judged and the share dropped, and the texts dropped from the text sets.
 """
 
 from __future__ import annotations
@@ -42,16 +42,26 @@ def _half(texts: list[str]) -> list[str]:
     return texts[len(texts) // 2 :]
 
 
+def _gzip_lines(path: Path) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        return [line for line in lines if line.strip()]
+
+
 def text_sets(data: Path | None) -> dict[str, list[str]]:
     sets: dict[str, list[str]] = {}
-    web = [json.loads(line.decode("utf-8", "replace")) for line in open(SAMPLE / "web.jsonl", "rb")]
+    web = [
+        json.loads(line)
+        for line in (SAMPLE / "web.jsonl").read_bytes().decode("utf-8", "replace").splitlines()
+    ]
     sets["sample/web"] = [row["text"] for row in web if row["id"] != "web-garbage"]
     sets["sample/wiki"] = pq.read_table(SAMPLE / "wiki.parquet").column("text").to_pylist()
-    sets["sample/zh"] = [json.loads(line)["text"] for line in gzip.open(SAMPLE / "zh.jsonl.gz", "rt")]
+    sets["sample/zh"] = [json.loads(line)["text"] for line in _gzip_lines(SAMPLE / "zh.jsonl.gz")]
     if data is not None:
         [crawl] = glob.glob(str(data / "web" / "*.jsonl.gz"))
-        sets["common_crawl"] = _half([json.loads(line)["text"] for line in gzip.open(crawl, "rt")])
-        sets["wikitext2_test"] = [s for s in (data / "en/wikitext2/test.txt").read_text().split("\n") if s.strip()]
+        sets["common_crawl"] = _half([json.loads(line)["text"] for line in _gzip_lines(Path(crawl))])
+        sets["wikitext2_test"] = [
+            s for s in (data / "en/wikitext2/test.txt").read_text().split("\n") if s.strip()
+        ]
         for name, path in (("cmrc2018", "zh/cmrc2018/cmrc2018_contexts_dedup.txt"),
                            ("hongloumeng", "zh/hongloumeng/hongloumeng.txt")):  # fmt: skip
             lines = (data / path).read_text(errors="replace").split("\n")
@@ -129,7 +139,10 @@ def main() -> None:
     for side, results in report.items():
         print(f"{side} ({'share dropped: should be 0' if side == 'text' else 'share dropped: recall'})")
         for name, result in results.items():
-            print(f"  {name:16s} judged {result['judged']:5d}  dropped {result['dropped']:4d}  {result['share']:.3f}")
+            print(
+                f"  {name:16s} judged {result['judged']:5d}  "
+                f"dropped {result['dropped']:4d}  {result['share']:.3f}"
+            )
             if side == "text":
                 for example in result["examples"]:
                     print(f"      {example}")

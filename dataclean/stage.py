@@ -2,8 +2,9 @@
 
 A stage adds or replaces columns, or marks rows to drop with a reason (`with_drops`), or marks
 kept rows to list in its destination folder as well (`with_copies`), or says per row how much it
-did (`with_counts`: escape sequences removed). It never writes files, never sums, never times and never imports Ray: the runner (`dataclean.runner`) splits
-kept from dropped rows, prefixes the reason with the stage name, counts and times every stage.
+did (`with_counts`: escape sequences removed). It never writes files, never sums, never times
+and never imports Ray: the runner (`dataclean.runner`) splits kept from dropped rows, prefixes the
+reason with the stage name, counts, sums and times every stage.
 
 Stages are dataclasses whose init fields are their parameters: typed, validated in
 `__post_init__` (raise `ConfigError` naming the field), and settable from the CLI with

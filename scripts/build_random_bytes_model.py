@@ -80,8 +80,10 @@ def main() -> None:
     model = {
         "about": "log P(class | previous class): random bytes read as Latin-1/Windows-1252 minus real "
         "text, add-one smoothed; built by scripts/build_random_bytes_model.py from: "
-        + ", ".join(Path(spec.partition(":")[0]).name + (":first-half" if spec.endswith(":first-half") else "")
-                    for spec in args.texts),
+        + ", ".join(
+            Path(spec.partition(":")[0]).name + (":first-half" if spec.endswith(":first-half") else "")
+            for spec in args.texts
+        ),
         "classes": list(_CLASSES),
         "text_characters": int(text.sum()),
         "random_characters": int(noise.sum()),

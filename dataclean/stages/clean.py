@@ -8,9 +8,10 @@ the first `<`, after which the text is HTML), with ftfy's own fixers on the line
 flags (see `dataclean.text.mojibake`). Repair comes before removal, so a soft hyphen or C1
 character that is part of the mojibake is still there for ftfy to decode. Then it removes ANSI/VT
 terminal escape sequences whole (`ESC[0m`, OSC titles and links: `dataclean.text.escapes`; counted
-as `escape_sequences` in the stats), C0/C1 control characters (keeping tab and newline; CR and CRLF become LF), U+FFFD left by undecodable
-bytes, zero-width and bidi control characters, soft hyphens and byte order marks; and maps exotic
-spaces (NBSP, U+1680, U+2000-U+200A, U+202F, U+205F, U+3000) to a plain space.
+as `escape_sequences` in the stats), C0/C1 control characters (keeping tab and newline; CR and
+CRLF become LF), U+FFFD left by undecodable bytes, zero-width and bidi control characters, soft
+hyphens and byte order marks; and maps exotic spaces (NBSP, U+1680, U+2000-U+200A, U+202F, U+205F,
+U+3000) to a plain space.
 ZWJ/ZWNJ are kept between non-ASCII characters, where Persian, Indic scripts and emoji sequences
 need them. Unicode normalization is off by default (datatrove's choice: NFKC rewrites CJK
 full-width punctuation); NFC or NFKC on request.

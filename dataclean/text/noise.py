@@ -9,9 +9,9 @@ drop reason:
 - `random_bytes`: the row's character classes follow each other the way they do in random bytes,
   not in text. A character class bigram model (`_CLASSES`: space, ASCII lower/upper, digit, ASCII
   punctuation/symbol, other Latin lower/upper, other cased lower/upper, caseless letters and marks
-  (Han, kana, Arabic, Indic, Thai...; combining marks belong to the letter before them), Latin-1 symbols, general punctuation, other punctuation and
-  symbols (emoji), other) of
-  real text in many languages and scripts, against the same model of random bytes read as Latin-1
+  (Han, kana, Arabic, Indic, Thai...; combining marks belong to the letter before them), Latin-1
+  symbols, general punctuation, other punctuation and symbols (emoji), other) of real text in
+  many languages and scripts, against the same model of random bytes read as Latin-1
   and Windows-1252 and then cleaned: the row's mean log-likelihood ratio per character (nats)
   above `threshold` drops it. Classes, not characters: a script the model has never seen still
   reads as letters followed by letters, which is what text does and random bytes do not. The
@@ -142,11 +142,9 @@ def _noise_kernel(data, offsets, classes, ratios, scores, encoded, lengths):  # 
                 digit += 1 if cls == 3 else 0
                 hexonly += 1 if cls == 3 or 97 <= code <= 102 or 65 <= code <= 70 else 0
             else:
-                if run >= _MIN_RUN and digit > 0:
-                    if lower > 0 and upper > 0:
-                        covered += run
-                    elif hexonly == run and lower + upper > 0:
-                        covered += run
+                mixed = (lower > 0 and upper > 0) or (hexonly == run and lower + upper > 0)
+                if run >= _MIN_RUN and digit > 0 and mixed:
+                    covered += run
                 run = lower = upper = digit = hexonly = 0
             i += size
         scores[t] = total / chars if chars else 0.0

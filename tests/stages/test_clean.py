@@ -12,7 +12,9 @@ from dataclean.stages.clean import CleanText, _clean, clean_text
 
 
 # ESC (0x1B) starts an escape sequence: "\x1bc" is one (RIS), removed whole (tests/stages/test_escapes.py).
-@pytest.mark.parametrize("code", [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
+@pytest.mark.parametrize(
+    "code", [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F]
+)
 def test_c0_controls_and_delete_removed(code: int) -> None:
     assert clean_text(f"ab{chr(code)}cd") == "abcd"
 

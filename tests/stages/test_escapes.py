@@ -16,9 +16,9 @@ from dataclean.executors.local import LocalExecutor
 from dataclean.run import run_pipeline
 from dataclean.stages.clean import CleanText, clean_text
 from dataclean.text.escapes import strip_escape_sequences
-from tests.conftest import SAMPLE, read_rows, write_jsonl
+from tests.conftest import FIXTURE_ROOT, SAMPLE, read_rows, write_jsonl
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "clean"
+FIXTURES = FIXTURE_ROOT / "clean"
 # Sequences a terminal program writes: colours, cursor moves, erasing, private modes, window
 # titles (BEL and ST terminated), hyperlinks, charset designation, keypad modes, save/restore.
 SEQUENCES = [

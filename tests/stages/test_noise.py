@@ -19,9 +19,9 @@ from dataclean.executors.local import LocalExecutor
 from dataclean.run import run_pipeline
 from dataclean.stages.clean import CleanText, clean_text
 from dataclean.text.noise import _CLASSES, char_class, class_table, log_ratios, noise_reason
-from tests.conftest import SAMPLE, read_rows, sample_web_texts
+from tests.conftest import FIXTURE_ROOT, SAMPLE, read_rows, sample_web_texts
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "clean"
+FIXTURES = FIXTURE_ROOT / "clean"
 
 
 def _fixture(name: str) -> list[str]:
@@ -43,7 +43,9 @@ def test_real_text_is_kept() -> None:
     without a language model (CLDR: Cherokee, N'Ko, Vai, Tifinagh, Syriac, Ol Chiki, Yi...)."""
     texts = [*_fixture("multilingual_lines.jsonl"), *_fixture("cldr_scripts.jsonl"), *sample_web_texts()]
     reasons = _reasons(texts)
-    dropped = [(r, t[:80]) for r, t in zip(reasons, texts, strict=True) if r in ("random_bytes", "encoded_data")]
+    dropped = [
+        (r, t[:80]) for r, t in zip(reasons, texts, strict=True) if r in ("random_bytes", "encoded_data")
+    ]
     # The sample's web-garbage row (random Latin-1 bytes), nothing else.
     assert [reason for reason, _ in dropped] == ["random_bytes"]
     assert dropped[0][1].startswith("\x0b\u00d9\x97P")
@@ -68,7 +70,9 @@ def test_binary_file_read_as_latin1_is_dropped() -> None:
     that are mostly the file's own message strings may stay."""
     [path] = Path(np.__file__).parent.glob("_core/_multiarray_umath*.so")
     raw = path.read_bytes()
-    slices = [raw[start : start + 2048].decode("latin-1") for start in range(4096, len(raw) - 2048, len(raw) // 40)]
+    slices = [
+        raw[start : start + 2048].decode("latin-1") for start in range(4096, len(raw) - 2048, len(raw) // 40)
+    ]
     reasons = _reasons(slices)
     assert sum(r in ("random_bytes", "garbage") for r in reasons) >= 0.6 * len(slices)
 
@@ -93,11 +97,11 @@ def test_checks_can_be_turned_off_and_are_validated() -> None:
     assert _reasons([noise], max_random_score=0.0) == [None]
     blob = base64.b64encode(noise.encode()).decode()
     assert _reasons([blob], max_encoded_fraction=1.0, max_random_score=0.0) == [None]
-    with pytest.raises(ConfigError, match="clean.max_random_score"):
+    with pytest.raises(ConfigError, match=r"clean\.max_random_score"):
         CleanText(max_random_score=-1)
-    with pytest.raises(ConfigError, match="clean.max_encoded_fraction"):
+    with pytest.raises(ConfigError, match=r"clean\.max_encoded_fraction"):
         CleanText(max_encoded_fraction=0)
-    with pytest.raises(ConfigError, match="clean.min_judged_chars"):
+    with pytest.raises(ConfigError, match=r"clean\.min_judged_chars"):
         CleanText(min_judged_chars=0)
 
 
@@ -115,4 +119,8 @@ def test_bundled_sample_drops_web_garbage_with_its_reason(tmp_path: Path) -> Non
     run_pipeline([str(SAMPLE)], str(tmp_path / "out"), [CleanText()], LocalExecutor())
     excluded = {row[C.ID]: row[C.REASON] for row in read_rows(tmp_path / "out" / "excluded")}
     assert excluded["web-garbage"] == "clean:random_bytes"
-    assert not [i for i, reason in excluded.items() if reason in ("clean:random_bytes", "clean:encoded_data") and i != "web-garbage"]
+    assert not [
+        i
+        for i, reason in excluded.items()
+        if reason in ("clean:random_bytes", "clean:encoded_data") and i != "web-garbage"
+    ]
