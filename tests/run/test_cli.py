@@ -61,14 +61,14 @@ def test_user_recipe_file(tmp_path: Path) -> None:
         (lambda d: d / "missing.jsonl", [], "missing.jsonl: no such file or folder"),
         (lambda d: _write(d / "bad.parquet", b"not parquet"), [], "bad.parquet: not a readable Parquet file"),
         (lambda d: _parquet(d / "p.parquet", {"body": ["x"]}), [], "p.parquet: no column 'text'"),
-        (lambda d: _write(d / "n.jsonl", b'{"text": 3}\n'), [], "n.jsonl, row 0: text is int"),
+        (lambda d: _write(d / "n.jsonl", b'{"text": 3}\n'), [], "n.jsonl, line 1: text is int"),
         (lambda d: _write(d / "x.csv", b"a,b\n"), [], "x.csv: unknown format"),
-        (lambda d: _write(d / "j.jsonl", b"{broken\n"), [], "j.jsonl, row 0: invalid JSON"),
+        (lambda d: _write(d / "j.jsonl", b"{broken\n"), [], "j.jsonl, line 1: invalid JSON"),
         (lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'), ["--set", "nope.x=1"], "unknown stage 'nope'"),
         (
             lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
             ["--set", "clean.bogus=1"],
-            "has no parameter 'bogus' (valid: fix_mojibake, max_garbage_fraction",
+            "has no parameter 'bogus' (valid: fix_mojibake, max_encoded_fraction, max_garbage_fraction",
         ),
         (
             lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
