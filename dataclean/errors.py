@@ -17,7 +17,9 @@ class InputError(DatacleanError):
     place: `line` for line formats (JSONL, text), counted from 1 as editors do; `row` for tables
     (Parquet, a dataset), counted from 0 as pyarrow does, and the message says so."""
 
-    def __init__(self, path: str, message: str, row: int | str | None = None, line: int | None = None) -> None:
+    def __init__(
+        self, path: str, message: str, row: int | str | None = None, line: int | None = None
+    ) -> None:
         self.path = path
         self.row = row
         self.line = line

@@ -11,8 +11,8 @@ the input is kept as it is (rows where it is null or empty are labeled) unless `
 
 Filter (off by default: every row is kept): `keep` lists the languages to keep (`zh,en`: lid.176's
 codes, checked when the stage is built, so that `eng` or a typo is an error, not a run that drops
-every row); other rows are dropped with reason `<code>` (`language:de` in the stats). `min_score` drops rows whose
-label is less probable than that, reason `uncertain:<code>` (datatrove's LanguageFilter uses
+every row); other rows are dropped with reason `<code>` (`language:de` in the stats). `min_score`
+drops rows whose label is less probable than that, reason `uncertain:<code>` (datatrove's LanguageFilter uses
 0.65); labels without a score (from the input) are trusted.
 """
 

@@ -151,7 +151,8 @@ def test_a_stream_broken_midway_keeps_the_rows_before_it_and_says_where(tmp_path
     codec = zlib.decompressobj(wbits=31) if gz else zstandard.ZstdDecompressor().decompressobj()
     whole = codec.decompress(path.read_bytes()).count(b"\n")
     assert 0 < whole < len(texts)
-    with pytest.raises(InputError, match=rf"truncated: .* in line {whole + 1} \(lines before it were read whole"):
+    broken = rf"truncated: .* in line {whole + 1} \(lines before it were read whole"
+    with pytest.raises(InputError, match=broken):
         _read(path)  # on_error="raise": nothing is yielded, the error says where
     shard = discover([str(path)])[0]
     batches = read_shard(shard, ReadOptions(on_error="skip", batch_rows=1000))
