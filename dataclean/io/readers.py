@@ -6,9 +6,9 @@ into a sample (null text, a line that is not JSON, text that is not a string) ca
 and reach the exclusion log as stage `read`; with `on_error="raise"` the last two are instead an
 `InputError` naming the file and the line (from 1, as an editor numbers it; blank lines count).
 A compressed stream that breaks midway is an `InputError` saying in which line it broke; with
-`on_error="skip"` the rows read whole before it are yielded first (the runner logs the rest of the shard as one excluded record). A batch never holds more
-than `batch_rows` rows or about `batch_bytes` of text, so a worker's memory is bounded by the
-batch, not by the shard.
+`on_error="skip"` the rows read whole before it are yielded first (the runner logs the rest of
+the shard as one excluded record). A batch never holds more than `batch_rows` rows or about
+`batch_bytes` of text, so a worker's memory is bounded by the batch, not by the shard.
 """
 
 from __future__ import annotations
