@@ -24,7 +24,9 @@ flags, not on every document as datatrove's and NeMo Curator's formatters do. `c
 string) is the Python path alone; the stage gives the same text row by row.
 
 The Arrow stage `CleanText` adds `clean_removed_chars` (characters removed or replaced; the
-`language` stage after it adds `lang`), and drops rows that are:
+`language` stage after it adds `lang`), and drops rows that are (a dropped row keeps its text as it
+came in, so that `excluded/` and the report show the control characters, bytes or escape sequences
+that made it go; `clean_text` gives what cleaning would have kept):
 - `empty`: nothing but whitespace is left;
 - `garbage`: control, replacement, private-use and box/block-symbol characters plus the
   undecodable bytes the reader removed make up more than `max_garbage_fraction` of the row;
@@ -66,6 +68,8 @@ _SUSPECT = re.compile(
 _GARBAGE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2500-\u25ff\ue000-\uf8ff\ufffd\U000f0000-\U0010ffff]"
 )
+# What counts as garbage, for the report's excerpts too (`dataclean.report.evidence`).
+GARBAGE_CHARACTERS = _GARBAGE
 _REMOVE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064"
     "\u2066-\u206f\ufeff\ufffd]"
@@ -231,6 +235,9 @@ class CleanText(Stage):
         if self.max_repeat_chars:  # on the cleaned Arrow column's bytes, in place
             flags = repetition_flags(text_array, self.max_repeat_period, self.max_repeat_chars)
             reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
+        dropped = pa.array([reason is not None for reason in reasons], pa.bool_())
+        if any(reasons):  # a dropped row goes to excluded/ as it came in: the evidence is there
+            text_array = pc.if_else(dropped, original, text_array)
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         return with_counts(with_drops(table, reasons), {ESCAPE_SEQUENCES: sequences})

@@ -184,10 +184,14 @@ def test_stage_byte_pass_matches_clean_text_row_by_row() -> None:
     ]
     out = CleanText(max_repeat_chars=0)(_table(texts))
     expected = [_clean(text, "none", True, True) for text in texts]
-    assert out.column(C.TEXT).to_pylist() == [new for new, *_ in expected]
+    reasons = out.column(C.DROP_REASON).to_pylist()
+    # A dropped row keeps its text as it came in (for excluded/ and the report).
+    assert out.column(C.TEXT).to_pylist() == [
+        new if reason is None else text
+        for (new, *_), text, reason in zip(expected, texts, reasons, strict=True)
+    ]
     assert out.column(C.REMOVED_CHARS).to_pylist() == [count for _, count, *_ in expected]
     empty = [i for i, (new, *_) in enumerate(expected) if not new or new.isspace()]
-    reasons = out.column(C.DROP_REASON).to_pylist()
     assert [i for i, reason in enumerate(reasons) if reason == "empty"] == empty == [1, 2, 4, 5, 16, 18]
     assert reasons[6] is None and reasons[3] is None
 
