@@ -248,7 +248,8 @@ def _jsonl_batches(shard: Shard, options: ReadOptions, builder: _BatchBuilder) -
         try:
             record = json.loads(raw)
         except json.JSONDecodeError as error:
-            _row_error(shard, options, number, f"invalid JSON: {error.msg.removesuffix(' at')} at column {error.colno}")
+            what = error.msg.removesuffix(" at")  # json's own message, without its "line 1"
+            _row_error(shard, options, number, f"invalid JSON: {what} at column {error.colno}")
             builder.add(raw, bad, reason="invalid_json")
         else:
             if not isinstance(record, dict):
