@@ -35,7 +35,8 @@ that made it go; `clean_text` gives what cleaning would have kept):
   a character class model, random bytes against real text, is over `max_random_score` nats per
   character (0: off);
 - `encoded_data`: base64 or hex runs are over `max_encoded_fraction` of the text (1: off);
-  both only for rows of at least `min_judged_chars` characters (see `dataclean.text.noise`);
+  both only for rows of at least `min_judged_chars` characters, on their first
+  `noise_sample_chars` (2,000; see `dataclean.text.noise`);
 - `repetition`: a unit of 1-`max_repeat_period` characters repeats over `max_repeat_chars` or more
   characters (see `dataclean.text.repetition`).
 """
@@ -161,6 +162,7 @@ class CleanText(Stage):
     max_random_score: float = 1.0
     max_encoded_fraction: float = 0.5
     min_judged_chars: int = 40
+    noise_sample_chars: int = 2000
 
     def __post_init__(self) -> None:
         if self.normalization not in ("none", "NFC", "NFKC"):
@@ -187,6 +189,11 @@ class CleanText(Stage):
             )
         if self.min_judged_chars < 1:
             raise ConfigError(f"clean.min_judged_chars must be >= 1, got {self.min_judged_chars}")
+        if self.noise_sample_chars < self.min_judged_chars:
+            raise ConfigError(
+                f"clean.noise_sample_chars must be >= clean.min_judged_chars ({self.min_judged_chars}), "
+                f"got {self.noise_sample_chars}"
+            )
 
     def __call__(self, table: pa.Table) -> pa.Table:
         original = _string_column(table.column(C.TEXT))
@@ -229,7 +236,11 @@ class CleanText(Stage):
         ]
         if self.max_random_score or self.max_encoded_fraction < 1.0:
             noise = noise_reasons(
-                text_array, self.max_random_score, self.max_encoded_fraction, self.min_judged_chars
+                text_array,
+                self.max_random_score,
+                self.max_encoded_fraction,
+                self.min_judged_chars,
+                self.noise_sample_chars,
             )
             reasons = [r or found for r, found in zip(reasons, noise, strict=True)]
         if self.max_repeat_chars:  # on the cleaned Arrow column's bytes, in place

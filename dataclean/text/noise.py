@@ -22,8 +22,9 @@ drop reason:
   hex runs (24+ hex digits with a digit and a letter) cover more than `encoded_fraction` of the
   row's characters.
 
-One compiled pass over the batch's UTF-8 bytes (`noise_scores`); `noise_reason` is the same for
-one string, for tests and callers without Arrow.
+Both read each text's first `sample_chars` characters (2,000, as the language stage does). One
+compiled pass over the batch's UTF-8 bytes (`noise_scores`); `noise_reason` is the same for one
+string, for tests and callers without Arrow.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -40,6 +41,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from dataclean.jit import helper
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 RANDOM_BYTES = "random_bytes"
@@ -56,6 +58,9 @@ MARK = 255
 _LATIN = ((0xC0, 0x2B0), (0x1D00, 0x1DC0), (0x1E00, 0x1F00), (0x2C60, 0x2C80), (0xA720, 0xA800))
 _TABLE_LIMIT = 0x30000  # above: CJK extensions (plane 3) are letters, the rest "other"
 _MIN_RUN = 24
+# Characters judged from the start of each text, as the language stage reads 2,000: random bytes
+# and a blob that is most of a row show in its beginning, and a long document costs no more.
+SAMPLE_CHARS = 2000
 
 
 def char_class(char: str) -> int:
@@ -110,71 +115,114 @@ def log_ratios() -> np.ndarray:
     return np.asarray(model["log_ratio"], np.float64)
 
 
+# Per ASCII byte, for the base64/hex run rule: in base64's alphabet, lower, upper, digit, hex digit.
+_B64, _LOWER, _UPPER, _DIGIT, _HEX = 1, 2, 4, 8, 16
+
+
+@lru_cache(maxsize=1)
+def _ascii_flags() -> np.ndarray:
+    flags = np.zeros(128, np.uint8)
+    for code in range(128):
+        char = chr(code)
+        if char.isalnum() or char in "+/=":
+            flags[code] |= _B64
+        flags[code] |= _LOWER if char.islower() else _UPPER if char.isupper() else 0
+        flags[code] |= _DIGIT if char.isdigit() else 0
+        flags[code] |= _HEX if char in "0123456789abcdefABCDEF" else 0
+    return flags
+
+
 @nb.njit(cache=True)
-def _noise_kernel(data, offsets, classes, ratios, scores, encoded, lengths):  # type: ignore[no-untyped-def]
-    """Per text: mean log ratio per character, non-space characters in base64/hex runs, and
-    characters (`noise_scores`)."""
+def _noise_kernel(data, offsets, classes, ratios, flags, limit, scores, encoded, lengths):  # type: ignore[no-untyped-def]
+    """Per text, over its first `limit` characters: mean log ratio per character, characters in
+    base64/hex runs, and characters (`noise_scores`); `ratios` flattened [previous * classes + class]."""
+    width = int(np.sqrt(len(ratios)))
     for t in range(len(offsets) - 1):
         i, stop = offsets[t], offsets[t + 1]
         previous = 0
         total = 0.0
-        chars = 0
-        run = lower = upper = digit = hexonly = 0
-        covered = 0
-        while i <= stop:
-            if i < stop:
+        chars = run = seen = hexes = covered = 0
+        while i < stop and chars < limit:
+            byte = data[i]
+            if byte < 128:
+                cls = classes[byte]
+                bits = flags[byte]
+                size = 1
+            else:
                 code, size = decode_code_point(data, i)
-            else:
-                code, size = 32, 1  # ends the last run
-            cls = classes[code] if i < stop else 0
-            if cls == 255:  # MARK: part of the character before it
-                i += size
-                continue
-            if i < stop:
-                total += ratios[previous, cls]
-                previous = cls
-                chars += 1
-            b64 = code < 128 and (cls == 1 or cls == 2 or cls == 3 or code == 43 or code == 47 or code == 61)
-            if b64:
+                # Han and Hangul, most non-ASCII text: no look-up in the big table.
+                if 0x4E00 <= code < 0xA000 or 0xAC00 <= code < 0xD7A4 or 0x3400 <= code < 0x4DC0:
+                    cls = 10
+                else:
+                    cls = classes[code]
+                bits = 0
+                if cls == 255:  # MARK: part of the character before it
+                    i += size
+                    continue
+            total += ratios[previous * width + cls]
+            previous = cls
+            chars += 1
+            if bits & 1:  # in base64's alphabet: the run goes on
                 run += 1
-                lower += 1 if cls == 1 else 0
-                upper += 1 if cls == 2 else 0
-                digit += 1 if cls == 3 else 0
-                hexonly += 1 if cls == 3 or 97 <= code <= 102 or 65 <= code <= 70 else 0
-            else:
-                mixed = (lower > 0 and upper > 0) or (hexonly == run and lower + upper > 0)
-                if run >= _MIN_RUN and digit > 0 and mixed:
-                    covered += run
-                run = lower = upper = digit = hexonly = 0
+                seen |= bits
+                hexes += (bits >> 4) & 1
+            elif run:
+                covered += _encoded_run(run, seen, hexes)
+                run = seen = hexes = 0
             i += size
+        if run:
+            covered += _encoded_run(run, seen, hexes)
         scores[t] = total / chars if chars else 0.0
         encoded[t] = covered
         lengths[t] = chars
 
 
-def noise_scores(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per text: (mean log-likelihood ratio random bytes : text per character, characters in
-    base64/hex runs, characters)."""
+@helper
+def _encoded_run(run, seen, hexes):  # type: ignore[no-untyped-def]
+    """`run` if a run of base64-alphabet characters is a blob: 24+ long with a digit, and both
+    cases (base64) or only hex digits (hex); else 0."""
+    if run < _MIN_RUN or not seen & 8:
+        return 0
+    if (seen & 6) == 6 or (hexes == run and seen & 6):
+        return run
+    return 0
+
+
+def noise_scores(
+    texts: pa.Array | pa.ChunkedArray, sample_chars: int = SAMPLE_CHARS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per text, over its first `sample_chars` characters (combining marks not counted): (mean
+    log-likelihood ratio random bytes : text per character, characters in base64/hex runs,
+    characters)."""
     data, offsets = utf8_buffers(texts)
     n = len(offsets) - 1
     scores, encoded, lengths = np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    _noise_kernel(data, offsets, class_table(), log_ratios(), scores, encoded, lengths)
+    ratios = np.ascontiguousarray(log_ratios()).ravel()
+    _noise_kernel(
+        data, offsets, class_table(), ratios, _ascii_flags(), sample_chars, scores, encoded, lengths
+    )
     return scores, encoded, lengths
 
 
 def noise_reasons(
-    texts: pa.Array | pa.ChunkedArray, threshold: float, encoded_fraction: float, min_chars: int
+    texts: pa.Array | pa.ChunkedArray,
+    threshold: float,
+    encoded_fraction: float,
+    min_chars: int,
+    sample_chars: int = SAMPLE_CHARS,
 ) -> list[str | None]:
     """Per text, `random_bytes`, `encoded_data` or None (module docstring); `threshold` <= 0 and
     `encoded_fraction` >= 1 turn a check off."""
-    scores, encoded, lengths = noise_scores(texts)
-    reasons: list[str | None] = [None] * len(lengths)
-    for row in np.flatnonzero(lengths >= min_chars).tolist():
-        if encoded_fraction < 1.0 and encoded[row] > encoded_fraction * lengths[row]:
-            reasons[row] = ENCODED_DATA
-        elif threshold > 0 and scores[row] > threshold:
-            reasons[row] = RANDOM_BYTES
-    return reasons
+    scores, encoded, lengths = noise_scores(texts, sample_chars)
+    judged = lengths >= min_chars
+    blob = (
+        judged & (encoded > encoded_fraction * lengths) if encoded_fraction < 1.0 else np.zeros_like(judged)
+    )
+    noise = judged & ~blob & (scores > threshold) if threshold > 0 else np.zeros_like(judged)
+    reasons = np.full(len(lengths), None, object)
+    reasons[blob] = ENCODED_DATA
+    reasons[noise] = RANDOM_BYTES
+    return list(reasons)
 
 
 def noise_reason(

@@ -103,6 +103,8 @@ def test_checks_can_be_turned_off_and_are_validated() -> None:
         CleanText(max_encoded_fraction=0)
     with pytest.raises(ConfigError, match=r"clean\.min_judged_chars"):
         CleanText(min_judged_chars=0)
+    with pytest.raises(ConfigError, match=r"clean\.noise_sample_chars"):
+        CleanText(noise_sample_chars=10)
 
 
 def test_model_table_matches_the_classes() -> None:
