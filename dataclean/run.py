@@ -86,6 +86,9 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
     """Check OUT/ against the config: returns the earlier manifest when resuming, else None."""
+    fs, path = filesystem(layout.root)
+    if fs.get_file_info(path).is_file:
+        raise OutputError(f"{layout.root} is a file: the output (-o) is a folder, new or from an earlier run")
     manifest_path = layout.manifest
     if exists(manifest_path):
         manifest = read_json(manifest_path)
@@ -99,7 +102,6 @@ def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> d
             f"{layout.root} holds a run with another config ({'; '.join(changes[:5]) or 'changed'}); "
             "use --overwrite to replace it or choose another output folder"
         )
-    fs, path = filesystem(layout.root)
     from pyarrow.fs import FileSelector
 
     entries = fs.get_file_info(FileSelector(path, allow_not_found=True))

@@ -94,6 +94,11 @@ def test_user_recipe_file(tmp_path: Path) -> None:
             ["--pipeline", "nosuch"],
             "no recipe of that name",
         ),
+        (
+            lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
+            ["--set", "language.keep=zh,eng"],
+            "language.keep: 'eng' is not a language code of lid.176",
+        ),
     ],
 )
 def test_user_errors_are_one_line_with_nonzero_exit(
@@ -149,3 +154,12 @@ def test_subcommands_that_load_on_demand_are_listed_and_run() -> None:
     for name in ("feedback", "lm"):
         code, output = _invoke(name, "--help")
         assert code == 0 and "Usage:" in output and name in output
+
+
+def test_output_naming_an_existing_file_is_one_line(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", [{"text": "fine"}])
+    taken = _write(tmp_path / "notes.txt", b"mine")
+    code, output = _invoke("run", str(source), "-o", str(taken), "--executor", "local")
+    assert code == 2 and output.strip().count("\n") == 0
+    assert output.startswith(f"error: {taken} is a file: the output (-o) is a folder")
+    assert taken.read_bytes() == b"mine"
