@@ -45,6 +45,13 @@ class OutputError(DatacleanError):
     """The output folder cannot be used as asked (exists with another config, not writable...)."""
 
 
+class ExecutorError(DatacleanError):
+    """Ray itself failed (it did not start, a node or worker died past its retries); says what
+    failed and what to try. Rerunning the same command resumes where the run stopped."""
+
+    exit_code = 4
+
+
 class StageError(DatacleanError):
     """A stage failed on a row; names the stage, the input shard and the row id."""
 
