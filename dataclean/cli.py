@@ -87,7 +87,11 @@ def summary_table(stats: dict[str, Any]) -> Table:
 
 # Subcommands imported when used: `dataclean run` should not wait for pandas and numba before it
 # starts Ray (its stages import what they need while Ray starts).
-LAZY_COMMANDS = {"feedback": "dataclean.feedback.analysis.cli", "lm": "dataclean.lm.cli"}
+LAZY_COMMANDS = {
+    "feedback": "dataclean.feedback.analysis.cli",
+    "lm": "dataclean.lm.cli",
+    "supervise": "dataclean.feedback.supervise_cli",
+}
 
 
 class _Handled(click.Group):
@@ -193,7 +197,7 @@ def _close_writing_report(engine: Any, output: str) -> None:
     "settings",
     multiple=True,
     metavar="STAGE.PARAM=VALUE",
-    help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.",
+    help="Set a stage parameter, e.g. --set clean.max_garbage_fraction=0.5.",
 )
 @click.option(
     "--max-chars",

@@ -6,8 +6,8 @@ point at a place, the first such place (start, end); the excerpt is a window aro
 - `clean:garbage`: the first garbage character (control, replacement, private-use, box drawing:
   the clean stage's own class);
 - `clean:encoded_data`: the first base64 or hex run (`dataclean.text.noise`'s run rule);
-- `clean:repetition`, `quality:long_ngram_run` and other repetition reasons: the first unit of 1
-  to 13 characters repeated 8 times or more in a row;
+- `quality:long_ngram_run` and other repetition reasons (`clean:repetition` of earlier runs):
+  the first unit of 1 to 13 characters repeated 8 times or more in a row;
 - others (`empty`, `random_bytes`, near-duplicates...): None, the text from its start.
 """
 

@@ -36,9 +36,9 @@ that made it go; `clean_text` gives what cleaning would have kept):
   character (0: off);
 - `encoded_data`: base64 or hex runs are over `max_encoded_fraction` of the text (1: off);
   both only for rows of at least `min_judged_chars` characters, on their first
-  `noise_sample_chars` (2,000; see `dataclean.text.noise`);
-- `repetition`: a unit of 1-`max_repeat_period` characters repeats over `max_repeat_chars` or more
-  characters (see `dataclean.text.repetition`).
+  `noise_sample_chars` (2,000; see `dataclean.text.noise`).
+Degenerate repetition ("hahaha...", "的的的...", the reason `clean:repetition` before) is the
+`quality` stage's long n-gram run rule now (`quality:long_ngram_run`; shorter runs are cut out).
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ from dataclean.text.escapes import strip_escape_sequences
 from dataclean.text.mojibake import mojibake_pair_flags, repair_lines
 from dataclean.text.noise import noise_reasons
 from dataclean.text.removal import char_classes, removal_pass
-from dataclean.text.repetition import repetition_flags
 
 # Any character that the removal steps may change, or that counts as garbage: the fast-path test.
 _SUSPECT = re.compile(
@@ -143,11 +142,10 @@ def clean_text(
 
 @dataclass
 class CleanText(Stage):
-    """Clean every row's text and drop rows left empty, mostly garbage or degenerate repetitions.
+    """Clean every row's text and drop rows left empty, mostly garbage or not language.
 
     `max_garbage_fraction`: drop when garbage characters + undecodable bytes exceed this share
-    of the row's characters. `max_repeat_chars`: drop when a repeated unit of at most
-    `max_repeat_period` characters spans this many characters (0 turns the check off).
+    of the row's characters.
     """
 
     name: ClassVar[str] = "clean"
@@ -157,8 +155,6 @@ class CleanText(Stage):
     fix_mojibake: bool = True
     unescape_html: bool = True
     max_garbage_fraction: float = 0.3
-    max_repeat_chars: int = 100
-    max_repeat_period: int = 10
     max_random_score: float = 1.0
     max_encoded_fraction: float = 0.5
     min_judged_chars: int = 40
@@ -170,15 +166,6 @@ class CleanText(Stage):
         if not 0.0 < self.max_garbage_fraction <= 1.0:
             raise ConfigError(
                 f"clean.max_garbage_fraction must be in (0, 1], got {self.max_garbage_fraction}"
-            )
-        if self.max_repeat_chars < 0:
-            raise ConfigError(f"clean.max_repeat_chars must be >= 0, got {self.max_repeat_chars}")
-        if self.max_repeat_period < 1 or (
-            self.max_repeat_chars and self.max_repeat_period >= self.max_repeat_chars
-        ):
-            raise ConfigError(
-                "clean.max_repeat_period must be at least 1 and below clean.max_repeat_chars, "
-                f"got {self.max_repeat_period}"
             )
 
         if self.max_random_score < 0:
@@ -243,9 +230,6 @@ class CleanText(Stage):
                 self.noise_sample_chars,
             )
             reasons = [r or found for r, found in zip(reasons, noise, strict=True)]
-        if self.max_repeat_chars:  # on the cleaned Arrow column's bytes, in place
-            flags = repetition_flags(text_array, self.max_repeat_period, self.max_repeat_chars)
-            reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
         dropped = pa.array([reason is not None for reason in reasons], pa.bool_())
         if any(reasons):  # a dropped row goes to excluded/ as it came in: the evidence is there
             text_array = pc.if_else(dropped, original, text_array)
@@ -254,14 +238,11 @@ class CleanText(Stage):
         return with_counts(with_drops(table, reasons), {ESCAPE_SEQUENCES: sequences})
 
     def compile_kernels(self) -> None:
-        """The repetition scan's kernel, the mojibake pair scan's and the removal pass's, when the
-        stage runs them."""
+        """The mojibake pair scan's kernel and the removal pass's, when the stage runs them."""
         if self.normalization == "none":
             removal_pass(pa.array(["a\u00a0b\r\n cafÃ© ab"], pa.string()), _classes(), self.fix_mojibake)
         elif self.fix_mojibake:
             mojibake_pair_flags(pa.array(["cafÃ© ab"], pa.string()))
-        if self.max_repeat_chars:
-            repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
         if self.max_random_score or self.max_encoded_fraction < 1.0:
             noise_reasons(pa.array(["Text 42 été 文"], pa.string()), 1.0, 0.5, 1)
 

@@ -31,7 +31,7 @@ def _fixture(name: str) -> list[str]:
 
 def _reasons(texts: list[str], **params: float) -> list[str | None]:
     table = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts})
-    return CleanText(max_repeat_chars=0, **params)(table).column(C.DROP_REASON).to_pylist()  # type: ignore[arg-type]
+    return CleanText(**params)(table).column(C.DROP_REASON).to_pylist()  # type: ignore[arg-type]
 
 
 def _random(rng: random.Random, size: int) -> bytes:
