@@ -24,6 +24,11 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+def _run_command(source: Path, out: Path) -> list[str]:
+    """`dataclean run` on the default executor (an embedded Ray), the clean stage only."""
+    return [sys.executable, "-m", "dataclean", "run", str(source), "-o", str(out), "--only", "clean"]
+
+
 def _alive(processes: list[Any]) -> list[Any]:
     alive = []
     for process in processes:
@@ -82,17 +87,7 @@ def test_a_driver_killed_with_9_takes_its_embedded_ray_with_it(tmp_path: Path) -
         tmp_path / "in.jsonl", [{"text": f"Document {i} with some words."} for i in range(50)]
     )
     driver = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dataclean",
-            "run",
-            str(source),
-            "-o",
-            str(tmp_path / "out"),
-            "--only",
-            "clean",
-        ],
+        _run_command(source, tmp_path / "out"),
         env=_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -119,17 +114,7 @@ def test_a_run_completes_while_another_ray_runs_beside_it(tmp_path: Path, ray_ex
     rows = [{"id": f"d{i}", "text": f"Document number {i}, in plain words."} for i in range(200)]
     source = write_jsonl(tmp_path / "in.jsonl", rows)
     run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dataclean",
-            "run",
-            str(source),
-            "-o",
-            str(tmp_path / "out"),
-            "--only",
-            "clean",
-        ],
+        _run_command(source, tmp_path / "out"),
         env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
