@@ -234,7 +234,13 @@ def _close_writing_report(engine: Any, output: str) -> None:
     metavar="LIST",
     help="Quarantine list from `dataclean feedback` (same as --set quarantine.path=LIST).",
 )
-@click.option("--batch-rows", type=int, default=2048, show_default=True)
+@click.option(
+    "--batch-rows",
+    type=int,
+    default=2048,
+    show_default=True,
+    help="Rows per batch through the stages (a batch also stops at about 32 MB of text).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary table.")
