@@ -26,7 +26,7 @@ from dataclean.executors import make_executor
 from dataclean.io.readers import ReadOptions
 from dataclean.kernels import compile_in_background
 from dataclean.recipes import load_recipe
-from dataclean.run import run_pipeline, write_run_report
+from dataclean.run import ALREADY_COMPLETE, run_pipeline, write_run_report
 from dataclean.stage import Stage
 
 console = Console(stderr=True)
@@ -319,6 +319,13 @@ def run(
     except BaseException:
         engine.close()
         raise
+    if stats.get(ALREADY_COMPLETE):
+        engine.close()
+        click.echo(
+            f"{output} already holds this run, complete (same config and inputs): nothing to do; "
+            f"{stats['totals']['kept']:,} rows kept. --overwrite runs it again."
+        )
+        return
     _close_writing_report(engine, output)
     if not quiet:
         # Not a terminal (a log, a pipe): 80 columns, which the table fits.

@@ -36,6 +36,8 @@ from dataclean.stage import Executor, FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
 
 Progress = Callable[[str, int, int], None]
+# In the stats `run_pipeline` returns when OUT already holds this run, complete: nothing was run.
+ALREADY_COMPLETE = "already_complete"
 log = logging.getLogger(__name__)
 
 
@@ -185,7 +187,8 @@ def run_pipeline(
     }
     if resumed and resumed.get("complete"):
         if _same_inputs(resumed, manifest) and exists(layout.stats):
-            return dict(read_json(layout.stats))
+            # Nothing to do: the stats of the run that finished, marked so (not in stats.json).
+            return {**read_json(layout.stats), ALREADY_COMPLETE: True}
         clear_output(layout)  # same config, changed inputs: a completed run starts over
     write_json(layout.manifest, manifest)
     for stage in stages:  # before they are shipped to the workers (Stage.prepare)

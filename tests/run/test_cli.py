@@ -165,3 +165,14 @@ def test_output_naming_an_existing_file_is_one_line(tmp_path: Path) -> None:
     assert code == 2 and output.strip().count("\n") == 0
     assert output.startswith(f"error: {taken} is a file: the output (-o) is a folder")
     assert taken.read_bytes() == b"mine"
+
+
+def test_rerun_into_a_finished_output_says_so(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", [{"text": "fine words here"}])
+    out = tmp_path / "out"
+    args = ("run", str(source), "-o", str(out), "--executor", "local", "--only", "clean")
+    assert _invoke(*args)[0] == 0
+    code, output = _invoke(*args)
+    assert code == 0
+    expected = f"{out} already holds this run, complete (same config and inputs): nothing to do; "
+    assert output == expected + "1 rows kept. --overwrite runs it again.\n"
