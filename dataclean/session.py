@@ -29,7 +29,7 @@ from typing import Any
 from dataclean.executors import make_executor
 from dataclean.executors.base import Executor
 from dataclean.io.readers import ReadOptions
-from dataclean.run import Progress, run_pipeline, write_run_report
+from dataclean.run import ALREADY_COMPLETE, Progress, run_pipeline, write_run_report
 from dataclean.stage import Stage
 from dataclean.warmup import compile_in_background
 
@@ -118,7 +118,8 @@ class Session:
             pipeline_name=pipeline_name,
             report=False,
         )
-        self._finished = output
+        if not stats.get(ALREADY_COMPLETE):  # a finished run's report stays as it is
+            self._finished = output
         return stats
 
     def __exit__(
