@@ -91,17 +91,7 @@ def chinese_sets(seed: int = 0) -> tuple[dict[str, list[str]], dict[str, list[st
         if sum(map(len, current)) > 800:
             novel.append("\n".join(current))
             current = []
-    rng = random.Random(seed)
-    clean = cmrc + novel
-    paragraphs = [p for p in cmrc if len(p) > 200]
-    junk = {
-        "repeated_sentence": [planted.repeated_sentence(rng.choice(clean), rng) for _ in range(300)],
-        "duplicated_paragraphs": [
-            planted.duplicated_paragraphs(rng.sample(paragraphs, 5), rng) for _ in range(300)
-        ],
-        "dominating_phrase": [planted.dominating_phrase(rng.choice(clean), rng) for _ in range(300)],
-        "line_list": [planted.line_list(rng.choice(clean), rng) for _ in range(300)],
-    }
+    junk = planted.chinese_junk(cmrc + novel, random.Random(seed), 300)
     return {"cmrc2018": cmrc, "hongloumeng": novel}, junk
 
 

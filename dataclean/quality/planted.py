@@ -70,6 +70,20 @@ def line_list(passage: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
+def chinese_junk(clean: list[str], rng: random.Random, count: int) -> dict[str, list[str]]:
+    """`count` documents of each kind above, built from the `clean` Chinese passages (the
+    duplicated paragraphs from those over 200 characters on one line)."""
+    paragraphs = [p for p in clean if len(p) > 200 and "\n" not in p]
+    return {
+        "repeated_sentence": [repeated_sentence(rng.choice(clean), rng) for _ in range(count)],
+        "duplicated_paragraphs": [
+            duplicated_paragraphs(rng.sample(paragraphs, 5), rng) for _ in range(count)
+        ],
+        "dominating_phrase": [dominating_phrase(rng.choice(clean), rng) for _ in range(count)],
+        "line_list": [line_list(rng.choice(clean), rng) for _ in range(count)],
+    }
+
+
 def english_trips(paragraphs: list[str], rng: random.Random) -> dict[str, str]:
     """English documents (real `paragraphs` of prose, 5+ sentences each) altered to trip one of
     datatrove's rules each, by the rule's reason."""

@@ -104,16 +104,7 @@ def test_chinese_clean_is_kept_and_planted_junk_dropped() -> None:
     stage = FilterQuality()
     dropped = [r for r in _reasons(stage, clean, ["zh"] * len(clean)) if r]
     assert len(dropped) <= 0.02 * len(clean), dropped
-    rng = random.Random(0)
-    paragraphs = [t for t in clean if len(t) > 200 and "\n" not in t]
-    junk = {
-        "repeated_sentence": [planted.repeated_sentence(rng.choice(clean), rng) for _ in range(40)],
-        "duplicated_paragraphs": [
-            planted.duplicated_paragraphs(rng.sample(paragraphs, 5), rng) for _ in range(40)
-        ],
-        "dominating_phrase": [planted.dominating_phrase(rng.choice(clean), rng) for _ in range(40)],
-        "line_list": [planted.line_list(rng.choice(clean), rng) for _ in range(40)],
-    }
+    junk = planted.chinese_junk(clean, random.Random(0), 40)
     for kind, texts in junk.items():
         # labels are not trusted with Han text: `ja` and `en` rows get the Han rules too
         for lang in ("zh", "ja", "en"):
