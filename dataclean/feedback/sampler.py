@@ -3,7 +3,8 @@
 `DatasetQuarantine` maps a list onto one training dataset by the rule the pipeline's quarantine
 stage applies (`dataclean.quarantine.match`): a row matching an entry by `id`, `text_hash` or, when
 the texts are given, as a near-duplicate of a listed text, is left out when the entry's action is
-`drop`, and gets the entry's weight when it is `downweight`. It re-reads the list whenever the
+`drop`, and gets the entry's weight when it is `downweight`; `review` entries are not applied
+until accepted. It re-reads the list whenever the
 file changes (a cheap `os.stat` per check), so a sample the guard quarantines during the run is not
 drawn again, and a run resumed from a checkpoint with the list in place never draws a listed
 sample, without re-running the pipeline.
@@ -28,7 +29,7 @@ import numpy as np
 
 from dataclean import columns as C
 from dataclean.ids import text_hash
-from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.lists import applied, read_list
 from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex
 
 WEIGHT_KEY = "weight"
@@ -115,7 +116,7 @@ class DatasetQuarantine:
         self.weights[:] = 1.0
         if stamp is None:
             return True
-        index = QuarantineIndex.from_list(read_list(self.path), self.near_duplicates)
+        index = QuarantineIndex.from_list(applied(read_list(self.path)), self.near_duplicates)
         for row, found in enumerate(index.match(self.ids, self.hashes, self.texts)):
             if found is None:
                 continue

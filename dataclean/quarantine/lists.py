@@ -3,7 +3,7 @@
 Schema in `dataclean.quarantine.schema.QUARANTINE_SCHEMA` (docs/contracts.md, "Quarantine list"). Lists
 merge without duplicates, keyed by `sample_id`: an entry seen in several lists keeps its first
 reason, text hash, text and timestamp, the widest step range, the most occurrences, the highest
-score, the strictest action (`drop` over `downweight`) and the lowest weight, and the union of
+score, the strictest action (`drop` over `downweight` over `review`) and the lowest weight, and the union of
 sources. So merging is idempotent: `merge(merge(a, b), b) == merge(a, b)`.
 """
 
@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataclean import columns as C
 from dataclean.errors import InputError
-from dataclean.quarantine.schema import DEFAULT_DOWNWEIGHT, QUARANTINE_ACTIONS, QUARANTINE_SCHEMA
+from dataclean.quarantine.schema import QUARANTINE_ACTIONS, QUARANTINE_SCHEMA
 
 _REQUIRED = (C.SAMPLE_ID,)
 
@@ -43,7 +44,7 @@ def make_list(entries: Iterable[dict[str, Any]]) -> pa.Table:
         if row[C.ACTION] not in QUARANTINE_ACTIONS:
             raise ValueError(f"action {row[C.ACTION]!r} is not one of {', '.join(QUARANTINE_ACTIONS)}")
         if row[C.WEIGHT] is None:
-            row[C.WEIGHT] = 0.0 if row[C.ACTION] == "drop" else DEFAULT_DOWNWEIGHT
+            row[C.WEIGHT] = 0.0 if row[C.ACTION] == "drop" else 0.1
         row[C.ADDED_AT] = row[C.ADDED_AT] or now
         rows.append(row)
     return merge_lists(pa.Table.from_pylist(rows, schema=QUARANTINE_SCHEMA))
@@ -101,6 +102,15 @@ def _min(first: Any, second: Any) -> Any:
     return min(values) if values else None
 
 
+_STRICTNESS = ("drop", "downweight", "review", None)  # the strictest action of an entry wins
+
+
+def applied(table: pa.Table) -> pa.Table:
+    """The entries a run applies: all but those with action `review` (listed for a person by
+    `dataclean feedback`, applied once accepted with `dataclean feedback accept`)."""
+    return table.filter(pc.invert(pc.fill_null(pc.equal(table.column(C.ACTION), "review"), False)))
+
+
 def _combine(kept: dict[str, Any], new: dict[str, Any]) -> None:
     for name in (C.TEXT_HASH, C.REASON, C.TEXT):
         kept[name] = kept[name] if kept[name] is not None else new[name]
@@ -110,8 +120,7 @@ def _combine(kept: dict[str, Any], new: dict[str, Any]) -> None:
     kept[C.LAST_STEP] = max(last) if last else None
     occurrences = [v for v in (kept[C.OCCURRENCES], new[C.OCCURRENCES]) if v is not None]
     kept[C.OCCURRENCES] = max(occurrences) if occurrences else None
-    if "drop" in (kept[C.ACTION], new[C.ACTION]):
-        kept[C.ACTION] = "drop"
+    kept[C.ACTION] = min(kept[C.ACTION], new[C.ACTION], key=_STRICTNESS.index)
     kept[C.WEIGHT] = _min(kept[C.WEIGHT], new[C.WEIGHT])
     kept[C.SOURCE] = _union(kept[C.SOURCE], new[C.SOURCE])
     kept[C.ADDED_AT] = _min(kept[C.ADDED_AT], new[C.ADDED_AT])

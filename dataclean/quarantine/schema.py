@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from dataclean import columns as C
 
-# `drop`: the row leaves the corpus; `downweight`: it stays with its loss weight lowered.
-QUARANTINE_ACTIONS = ("drop", "downweight")
+# `drop`: the row leaves the corpus; `downweight`: it stays with its loss weight lowered;
+# `review`: listed for a person, applied once accepted (`dataclean feedback accept`).
+QUARANTINE_ACTIONS = ("drop", "downweight", "review")
 # The weight of a `downweight` entry that does not give one (everywhere a list is applied).
 DEFAULT_DOWNWEIGHT = 0.1
 

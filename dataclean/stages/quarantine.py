@@ -29,7 +29,7 @@ from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.ids import text_hashes
 from dataclean.io.files import open_input, read_parquet
-from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.lists import applied, read_list
 from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex
 from dataclean.quarantine.neardup import NearDuplicateIndex
 from dataclean.stage import FitContext, GlobalStage, with_copies, with_drops
@@ -79,7 +79,7 @@ class DropQuarantined(GlobalStage):
         if self.path is None or self._index is not None:
             return
         self._index = QuarantineIndex.from_list(
-            read_list(self.path), self.near_duplicates, self.threshold, self.num_perm
+            applied(read_list(self.path)), self.near_duplicates, self.threshold, self.num_perm
         )
 
     def compile_kernels(self) -> None:
