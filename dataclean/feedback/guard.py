@@ -46,6 +46,7 @@ from dataclean.feedback.diagnose import DIAGNOSES, DiagnosisRules, diagnose
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter
 from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
 from dataclean.feedback.outliers import robust_z
+from dataclean.feedback.packed import flat_sample_ids
 from dataclean.feedback.quarantine import empty_list, make_list, merge_lists, read_list, write_list
 
 GUARD_ACTIONS = ("log", "skip", "stop")
@@ -211,11 +212,14 @@ class TrainingGuard:
         """Judge one step (after backward, before `optimizer.step()`); see the module docstring.
 
         `losses`: the batch's per-sample losses in the order of `sample_ids` (list, numpy array or
-        tensor). `scaler`: a GradScaler, whose current scale is the step's loss scale. `optimizer`:
+        tensor); for packed rows, one per sample segment (`per_sample_loss(..., position_ids=)`),
+        with `sample_ids` flat or as per-row lists. `scaler`: a GradScaler, whose current scale is
+        the step's loss scale. `optimizer`:
         needed for `skip`/`stop` to drop this step's update.
         """
         loss_value = _scalar(loss)
         assert loss_value is not None
+        sample_ids = flat_sample_ids(sample_ids)  # a packed batch's per-row lists, in order
         grad = _scalar(grad_norm)
         rate = _scalar(lr)
         if rate is None and optimizer is not None:
