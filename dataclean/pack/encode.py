@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.quarantine import read_list
 from dataclean.ids import text_hashes
 from dataclean.io.files import atomic_output, open_input
 from dataclean.pack.tokenizer import PackTokenizer
+from dataclean.quarantine.lists import read_list
 
 BATCH_ROWS = 4096
 TOKENS = "tokens"

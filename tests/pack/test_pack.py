@@ -168,7 +168,7 @@ def test_byte_identical_on_every_executor_and_worker_count(tmp_path: Path, ray_e
 
 
 def test_quarantine_list_repacks_without_listed_samples(tmp_path: Path) -> None:
-    from dataclean.feedback.quarantine import make_list, write_list
+    from dataclean.quarantine.lists import make_list, write_list
 
     texts = sample_paragraphs()[:200]
     run = write_run(tmp_path / "run", texts)

@@ -139,8 +139,8 @@ def test_quarantine_masks_listed_samples_inside_rows_and_skips_rows_left_empty(
     packed: Path, tmp_path: Path
 ) -> None:
     from dataclean.feedback.packed import PackedQuarantine
-    from dataclean.feedback.quarantine import make_list, write_list
     from dataclean.feedback.sampler import QuarantinedDataset
+    from dataclean.quarantine.lists import make_list, write_list
 
     dataset = PackedDataset(packed)
     listed = tmp_path / "quarantine.parquet"
