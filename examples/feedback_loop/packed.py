@@ -9,6 +9,8 @@ The same corpus and cleaning as run.py, then, as pretraining does it:
    loss per sample segment (`per_sample_loss(..., position_ids=...)`) and the `TrainingGuard`
    checked every step; in the middle of the last epoch a corrupt shard read adds packed rows of
    binary records to one batch: a data spike inside packed rows;
+   (the corpus is cleaned with `--max-chars 250`, so samples are 2-4 to a row; the answer key
+   follows the split: a chunk of an injected document is injected)
 3. `dataclean feedback` on the logs: the spike must be named `data` and blamed on exactly those
    records, by the guard live too, and the quarantine list is scored against the answer key;
 4. `dataclean pack --quarantine LIST` repacks without the listed samples.
@@ -44,7 +46,8 @@ from dataclean.feedback.torch_utils import (  # noqa: E402
     per_sample_loss,
 )
 
-SEQ_LEN = 512  # paragraphs of 300-600 bytes: one or two per row, the longer ones in two pieces
+SEQ_LEN = 512
+MAX_CHARS = 250  # the split stage cuts the corpus's 300-600-character paragraphs: 2-4 samples per row
 BATCH_ROWS = 4
 SPIKE_RECORDS = 8
 VOCAB = 258  # dataclean pack's bytes tokenizer: 0-255, end-of-sample 256, padding 257
@@ -172,6 +175,25 @@ def pack(source: Path, target: Path, *extra: str) -> dict[str, object]:
     return summary
 
 
+def chunks_inherit(output: Path, injected: dict[str, str]) -> dict[str, str]:
+    """The answer key by sample: a chunk of a split injected document is injected, of its kind
+    (its parent id, no longer a sample, leaves the key)."""
+    key = dict(injected)
+    for folder in ("data", "excluded"):
+        if not any((output / folder).glob("*.parquet")):
+            continue
+        table = pq.read_table(output / folder)
+        if "parent_id" not in table.column_names:
+            continue
+        ids, parents = table.column("id").to_pylist(), table.column("parent_id").to_pylist()
+        for sample_id, parent in zip(ids, parents, strict=True):
+            if parent in injected and sample_id != parent:
+                key[sample_id] = injected[parent]
+                key.pop(parent, None)
+    (output.parent / "injected.json").write_text(json.dumps(key, indent=1))
+    return key
+
+
 def first_pass(work: Path, epochs: int = 3) -> dict[str, float]:
     """Corpus, cleaning, packing, guarded packed training with a data spike, feedback; returns
     precision, recall, spike and guard (1.0 when the spike was named `data` with the right
@@ -187,14 +209,18 @@ def first_pass(work: Path, epochs: int = 3) -> dict[str, float]:
         str(work / "input" / "corpus.jsonl"),
         "-o",
         str(work / "clean1"),
+        "--max-chars",
+        str(MAX_CHARS),
         "--executor",
         "local",
         "--overwrite",
         "--quiet",
     )
+    injected = chunks_inherit(work / "clean1", injected)
     print("2. packing", flush=True)
     packed = pack(work / "clean1", work / "packed")
-    records = corpus.spike_records(SPIKE_RECORDS)
+    # the corrupt records, cut to 150 bytes: three to a packed row
+    records = [(i, text[:150]) for i, text in corpus.spike_records(SPIKE_RECORDS)]
     spike_run = work / "spike"
     (spike_run / "data").mkdir(parents=True, exist_ok=True)
     pq.write_table(
