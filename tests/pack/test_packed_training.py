@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,19 +107,25 @@ def test_packed_losses_equal_each_sample_alone(packed: Path) -> None:
         assert segment == len(losses)
 
 
-def test_hugging_face_flattening_batches_log_per_sample(packed: Path) -> None:
-    transformers = pytest.importorskip("transformers")
+def tiny_llama(transformers: Any, layers: int, **options: Any) -> Any:
+    """A randomly initialized Llama over the byte tokens (seeded)."""
     config = transformers.LlamaConfig(
         vocab_size=258,
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=4,
         max_position_embeddings=SEQ_LEN,
+        **options,
     )
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).eval()
+    return transformers.LlamaForCausalLM(config)
+
+
+def test_hugging_face_flattening_batches_log_per_sample(packed: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    model = tiny_llama(transformers, layers=2).eval()
     texts = [cut_to_bytes(p, 100) for p in sample_paragraphs()[:5]]
     features = [{"input_ids": list(t.encode("utf-8"))} for t in texts]
     batch = transformers.DataCollatorWithFlattening()(features, return_tensors="pt")
@@ -186,17 +193,7 @@ def test_guarded_trainer_logs_every_sample_of_packed_batches(packed: Path, tmp_p
     dataset = PackedDataset(packed)
     guard = TrainingGuard(tmp_path / "guard")
     data = QuarantinedDataset(dataset, PackedQuarantine.from_dataset(dataset, guard.quarantine_path))
-    config = transformers.LlamaConfig(
-        vocab_size=258,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=SEQ_LEN,
-        use_cache=False,
-    )
-    torch.manual_seed(0)
+
     arguments = transformers.TrainingArguments(
         output_dir=str(tmp_path / "trainer"),
         per_device_train_batch_size=2,
@@ -209,7 +206,7 @@ def test_guarded_trainer_logs_every_sample_of_packed_batches(packed: Path, tmp_p
         disable_tqdm=True,
     )
     trainer = GuardedTrainer(
-        model=transformers.LlamaForCausalLM(config),
+        model=tiny_llama(transformers, layers=1, use_cache=False),
         args=arguments,
         train_dataset=data,
         data_collator=collate_packed,
