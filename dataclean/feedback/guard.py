@@ -277,10 +277,11 @@ class TrainingGuard:
 
         `losses`: the batch's per-sample losses in the order of `sample_ids` (list, numpy array or
         tensor; for packed rows one per sample segment, `per_sample_loss(..., position_ids=)`, with
-        `sample_ids` flat or as per-row lists). `scaler`: a GradScaler, whose current scale is the step's loss scale. `optimizer`:
-        needed for `skip`/`stop` to drop this step's update (default: the state's). `texts`: the
-        batch's texts (hashed only on a spike). `scheduler`: whose advance a skipped update undoes
-        (default: the state's). `lr`: the schedule's lr (default: read from the optimizer).
+        `sample_ids` flat or as per-row lists). `scaler`: a GradScaler, whose current scale is the
+        step's loss scale. `optimizer`: needed for `skip`/`stop` to drop this step's update
+        (default: the state's). `texts`: the batch's texts (hashed only on a spike). `scheduler`:
+        whose advance a skipped update undoes (default: the state's). `lr`: the schedule's lr
+        (default: read from the optimizer).
         """
         if self.state is not None:
             optimizer = optimizer if optimizer is not None else self.state.optimizer
