@@ -231,5 +231,5 @@ def test_bad_tokenizer_and_null_text_are_one_line_errors(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="--eos-token"):
         PackTokenizer(str(TOKENIZER), end_of_sample="<nope>")
     run = write_run(tmp_path / "run", ["fine", None], files=1)  # type: ignore[list-item]
-    with pytest.raises(InputError, match="row 1 .*null 'text'"):
+    with pytest.raises(InputError, match=r"row 1 .*null 'text'"):
         pack_corpus(str(run), str(tmp_path / "packed"), PackTokenizer(BYTES), 64, LocalExecutor())
