@@ -7,17 +7,21 @@ text's first `max_chars` characters. It computes what fastText's own `predict` c
 same characters as one line (fastText C++ 0.9, `Dictionary::getLine` and `Model::predict`):
 
 - tokens are runs of bytes between ASCII whitespace (space, tab, newline, CR, VT, FF, NUL); a
-  newline inside the text is a space, as CCNet and datatrove feed fastText; `</s>` ends the line;
+  newline inside the text is a space, as CCNet and datatrove feed fastText; `</s>` ends the line
+  (appended, and where the text itself has one the rest is not read, as in fastText);
   tokens starting with `__label__` are labels and ignored;
 - a token in the vocabulary contributes its own row, then its character n-grams'; any other token
   its character n-grams' only: the n-grams of `<token>` of `minn` to `maxn` characters, each
   hashed with 32-bit FNV-1a over its bytes (sign-extended, as fastText does) modulo `bucket`; in a
   pruned (quantized) model only the buckets that survived pruning count;
+- a model trained with word n-grams (`-wordNgrams N`, N > 1) adds, after the tokens' rows and
+  `</s>`'s, one row per run of 2 to N consecutive tokens (`</s>` included): the 64-bit rolling hash
+  `h * 116049371 + next` of the tokens' FNV hashes (each sign-extended from 32 bits) modulo
+  `bucket` (`Dictionary::addWordNgrams`), again only kept buckets in a pruned model;
 - the hidden vector is the mean of those rows, summed in float32 in fastText's order (a quantized
   row is its norm times its product-quantizer centroids, multiplied as fastText does);
-- hierarchical softmax (`-loss hs`, lid.176's): a label's probability is the product of the
-  sigmoids along its path in the Huffman tree of the label counts, each step's log taken as
-  fastText does (`log(x + 1e-5)`); `-loss softmax` models: a softmax over the output rows.
+- the output layer (hierarchical softmax, lid.176's; softmax; one-vs-all) is
+  `dataclean.lang.fasttext_loss`.
 
 Why not fastText's own binding: `fasttext-predict` (the inference-only build) labels about 7 MB/s
 per core on the first 2,000 characters of web documents, a per-call and per-n-gram cost (a string
@@ -43,7 +47,8 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from dataclean.jit import helper
-from dataclean.lang.model_file import LOSS_HS, FastTextModel, read_model
+from dataclean.lang.fasttext_loss import label_probabilities
+from dataclean.lang.model_file import FastTextModel, fnv_hash, read_model
 from dataclean.text.utf8 import utf8_buffers
 
 __all__ = ["FastTextModel", "Prediction", "hidden_vectors", "predict", "read_model", "utf8_buffers"]
@@ -55,6 +60,8 @@ _CACHED_BYTES = 32
 _CACHE_SLOTS = 1 << 16
 _CACHE_ROWS = 1 << 19
 _FNV_OFFSET = np.uint32(2166136261)
+# fastText's multiplier of the rolling hash of word n-grams (`Dictionary::addWordNgrams`).
+_WORD_NGRAM_MULTIPLIER = np.uint64(116049371)
 
 
 @helper
@@ -94,6 +101,26 @@ def _mul_high(typingctx: Any, a: Any, b: Any) -> Any:
         return builder.trunc(builder.lshr(product, ir.Constant(wide, 64)), ir.IntType(64))
 
     return types.uint64(types.uint64, types.uint64), codegen
+
+
+@helper
+def _sign_extended(h: np.uint32) -> np.uint64:
+    """A 32-bit hash as fastText widens it for word n-grams: an int32, sign-extended to 64 bits."""
+    return np.uint64(h) | np.uint64(0xFFFFFFFF00000000) if h >= np.uint32(0x80000000) else np.uint64(h)
+
+
+@helper
+def _bucket_row(key: np.int64, pruned: bool, bits: np.ndarray, ranks: np.ndarray, nwords: int) -> np.int64:
+    """The input row of n-gram bucket `key`: nwords + key, or in a pruned model the kept bucket's
+    row from the bitmap (-1 when the bucket was pruned)."""
+    if not pruned:
+        return np.int64(nwords + key)
+    word = bits[key >> 6]
+    bit = np.uint64(key & 63)
+    one = np.uint64(1)
+    if (word >> bit) & one:
+        return np.int64(ranks[key >> 6] + np.int64(_popcount(word & ((one << bit) - one))))
+    return np.int64(-1)
 
 
 @helper
@@ -139,12 +166,15 @@ def _hidden_kernel(
     minn: int,
     maxn: int,
     bucket: int,
+    word_ngrams: int,
+    eos_hash: np.uint64,
     ends: np.ndarray,
     hiddens: np.ndarray,
     token: np.ndarray,
     char_starts: np.ndarray,
     cache: np.ndarray,
     cached_rows: np.ndarray,
+    hashes: np.ndarray,
 ) -> None:
     """The hidden vector of each text up to ends[text] (its first `max_chars` characters) into
     hiddens[text] (zeros). The caller allocates it and the scratch arrays (`hidden_vectors`)."""
@@ -154,7 +184,6 @@ def _hidden_kernel(
     # key % bucket as two multiplications (Lemire's fastmod), for a 32-bit key.
     buckets = np.uint64(bucket if bucket > 1 else 1)  # (no builtin max: one compile less)
     inverse = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets + np.uint64(1)
-    one = np.uint64(1)
     cache_mask = _CACHE_SLOTS - 1
     filled = 0
     entries = 0
@@ -162,6 +191,7 @@ def _hidden_kernel(
         end = ends[t]
         hidden = hiddens[t]
         count = 0
+        tokens = 0  # the FNV hash of each token, sign-extended to 64 bits, for word n-grams
         i = offsets[t]
         while i < end:
             if _is_space(data[i]):
@@ -182,6 +212,10 @@ def _hidden_kernel(
                 if is_label:
                     i = j
                     continue
+            if length == 4 and data[i] == 60 and data[i + 1] == 47 and data[i + 2] == 115 and data[i + 3] == 62:
+                break  # a literal `</s>` ends fastText's line there, as its newline would
+            hashes[tokens] = _sign_extended(h)
+            tokens += 1
             # A token seen before: its rows again, in the same order (the same float32 sums).
             record = False
             if length <= _CACHED_BYTES:
@@ -256,14 +290,7 @@ def _hidden_kernel(
                         continue
                     # (mypy reads the intrinsic's typing signature, with its context first.)
                     key = np.int64(_mul_high(inverse * np.uint64(g), buckets))  # type: ignore[call-arg]
-                    row = -1
-                    if pruned:
-                        bits = bucket_bits[key >> 6]
-                        bit = np.uint64(key & 63)
-                        if (bits >> bit) & one:
-                            row = bucket_ranks[key >> 6] + np.int64(_popcount(bits & ((one << bit) - one)))
-                    else:
-                        row = nwords + key
+                    row = _bucket_row(key, pruned, bucket_bits, bucket_ranks, nwords)
                     if row >= 0:
                         for d in range(dim):
                             hidden[d] += rows[row, d]
@@ -280,118 +307,27 @@ def _hidden_kernel(
             for d in range(dim):
                 hidden[d] += rows[eos, d]
             count += 1
+        hashes[tokens] = eos_hash
+        tokens += 1
+        if word_ngrams > 1:
+            for a in range(tokens):
+                g64 = hashes[a]
+                for b in range(a + 1, tokens if tokens < a + word_ngrams else a + word_ngrams):
+                    g64 = g64 * _WORD_NGRAM_MULTIPLIER + hashes[b]
+                    row = _bucket_row(np.int64(g64 % buckets), pruned, bucket_bits, bucket_ranks, nwords)
+                    if row >= 0:
+                        for d in range(dim):
+                            hidden[d] += rows[row, d]
+                        count += 1
         if count > 0:
             scale = np.float32(1.0 / count)
             for d in range(dim):
                 hidden[d] *= scale
 
 
-@helper
-def _sigmoid_logs(output: np.ndarray, row: int, hidden: np.ndarray) -> tuple[np.float32, np.float32]:
-    """fastText's log(1 - f + 1e-5) and log(f + 1e-5) for f = sigmoid(output[row] . hidden)."""
-    f = np.float32(0.0)
-    for d in range(hidden.shape[0]):
-        f += output[row, d] * hidden[d]
-    f = np.float32(1.0 / (np.float32(1.0) + np.exp(-f)))
-    left = np.float32(np.log(np.float64(np.float32(1.0 - np.float64(f))) + 1e-5))
-    right = np.float32(np.log(np.float64(f) + 1e-5))
-    return left, right
-
-
-@nb.njit(cache=True)
-def _tree_kernel(
-    hiddens: np.ndarray,
-    output: np.ndarray,
-    tree_left: np.ndarray,
-    tree_right: np.ndarray,
-    tree_parent: np.ndarray,
-    wanted: np.ndarray,
-    top: np.ndarray,
-    top_prob: np.ndarray,
-    wanted_prob: np.ndarray,
-    stack_node: np.ndarray,
-    stack_score: np.ndarray,
-    path: np.ndarray,
-) -> None:
-    """Hierarchical softmax: the top label and its probability (fastText's depth-first search with
-    k=1, pruned below the best leaf so far), and the probability of each `wanted` label, into
-    top, top_prob and wanted_prob; the stacks and path are scratch (`_tree_predict`)."""
-    n = hiddens.shape[0]
-    osz = (len(tree_left) + 1) // 2
-    root = 2 * osz - 2
-    for t in range(n):
-        hidden = hiddens[t]
-        best, best_score = -1, np.float32(-np.inf)
-        depth = 0
-        stack_node[0], stack_score[0] = root, np.float32(0.0)
-        depth = 1
-        while depth > 0:
-            depth -= 1
-            node, score = stack_node[depth], stack_score[depth]
-            if best >= 0 and score < best_score:
-                continue
-            if tree_left[node] == -1:
-                if best < 0 or score > best_score:
-                    best, best_score = node, score
-                continue
-            left, right = _sigmoid_logs(output, node - osz, hidden)
-            # Right is pushed first so that the left subtree is searched first, as fastText does.
-            stack_node[depth], stack_score[depth] = tree_right[node], score + right
-            stack_node[depth + 1], stack_score[depth + 1] = tree_left[node], score + left
-            depth += 2
-        top[t], top_prob[t] = best, np.exp(best_score)
-        for w in range(len(wanted)):
-            steps = 0
-            node = wanted[w]
-            while tree_parent[node] >= 0:
-                path[steps] = node
-                steps += 1
-                node = tree_parent[node]
-            score = np.float32(0.0)
-            for s in range(steps - 1, -1, -1):
-                child = path[s]
-                parent = tree_parent[child]
-                left, right = _sigmoid_logs(output, parent - osz, hidden)
-                score = score + (right if tree_right[parent] == child else left)
-            wanted_prob[t, w] = np.exp(score)
-
-
-def _tree_predict(
-    hiddens: np.ndarray, model: FastTextModel, wanted: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_tree_kernel` with its arrays: (top label, its probability, wanted labels' probabilities)."""
-    n, nodes = hiddens.shape[0], len(model.tree_left) + 1
-    top, top_prob = np.zeros(n, np.int32), np.zeros(n, np.float32)
-    wanted_prob = np.zeros((n, len(wanted)), np.float32)
-    tree = (model.tree_left, model.tree_right, model.tree_parent)
-    scratch = (np.zeros(nodes, np.int64), np.zeros(nodes, np.float32), np.zeros(nodes, np.int64))
-    _tree_kernel(hiddens, model.output, *tree, wanted, top, top_prob, wanted_prob, *scratch)
-    return top, top_prob, wanted_prob
-
-
-@nb.njit(cache=True)
-def _softmax_kernel(hiddens: np.ndarray, output: np.ndarray) -> np.ndarray:
-    """Softmax over the output rows: probabilities [texts, labels]."""
-    n, nlabels = hiddens.shape[0], output.shape[0]
-    probs = np.zeros((n, nlabels), np.float32)
-    for t in range(n):
-        best = np.float32(-np.inf)
-        for label in range(nlabels):
-            f = np.float32(0.0)
-            for d in range(hiddens.shape[1]):
-                f += output[label, d] * hiddens[t, d]
-            probs[t, label] = f
-            best = max(best, f)
-        total = np.float32(0.0)
-        for label in range(nlabels):
-            probs[t, label] = np.exp(probs[t, label] - best)
-            total += probs[t, label]
-        for label in range(nlabels):
-            probs[t, label] /= total
-    return probs
-
-
 _LABEL_BYTES = np.frombuffer(_LABEL_PREFIX, np.uint8).copy()
+# `</s>`'s hash as a word n-gram sees it (`_sign_extended`).
+_EOS_HASH = np.uint64(fnv_hash(b"</s>") | (0xFFFFFFFF00000000 if fnv_hash(b"</s>") >= 1 << 31 else 0))
 
 
 @dataclass
@@ -426,6 +362,8 @@ def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, 
         model.minn,
         model.maxn,
         model.bucket,
+        model.word_ngrams,
+        _EOS_HASH,
         ends,
         hiddens,
         # The bytes of "<token>", sign-extended as fastText hashes them, and its character starts.
@@ -435,6 +373,8 @@ def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, 
         # length, first entry in cached_rows, rows); their rows, in the order they were added.
         np.full((_CACHE_SLOTS, 4), -1, np.int64),
         np.empty(_CACHE_ROWS, np.int32),
+        # Every token's hash, and `</s>`'s (word n-grams).
+        np.empty(longest + 2, np.uint64),
     )
     return hiddens
 
@@ -447,12 +387,6 @@ def predict(
     hiddens = hidden_vectors(model, data, offsets, max_chars)
     index = {label: i for i, label in enumerate(model.labels)}
     columns = np.array([index.get(label, -1) for label in wanted], np.int64)
-    if model.loss == LOSS_HS:
-        top, top_prob, wanted_prob = _tree_predict(hiddens, model, np.maximum(columns, 0))
-    else:
-        probs = _softmax_kernel(hiddens, model.output)
-        top = probs.argmax(axis=1).astype(np.int32)
-        top_prob = probs[np.arange(len(top)), top]
-        wanted_prob = probs[:, np.maximum(columns, 0)]
+    top, top_prob, wanted_prob = label_probabilities(hiddens, model, np.maximum(columns, 0))
     wanted_prob[:, columns < 0] = 0.0
     return Prediction(top, top_prob, wanted_prob)

@@ -24,7 +24,8 @@ import numpy as np
 from dataclean.errors import ConfigError
 
 _MAGIC = 793712314
-LOSS_HS, LOSS_SOFTMAX = 1, 3
+# fastText's `loss_name`: hierarchical softmax, negative sampling, softmax, one-vs-all.
+LOSS_HS, LOSS_NS, LOSS_SOFTMAX, LOSS_OVA = 1, 2, 3, 4
 
 
 @dataclass
@@ -45,6 +46,7 @@ class FastTextModel:
     minn: int
     maxn: int
     bucket: int
+    word_ngrams: int  # -wordNgrams: tokens per word n-gram, at most (1: words only)
     loss: int
     tree_left: np.ndarray  # int32 per tree node (hierarchical softmax), -1 for leaves
     tree_right: np.ndarray
@@ -72,7 +74,8 @@ class _Reader:
         return word
 
 
-def _fnv(word: bytes) -> int:
+def fnv_hash(word: bytes) -> int:
+    """fastText's `Dictionary::hash`: 32-bit FNV-1a over the bytes, each sign-extended."""
     h = 2166136261
     for byte in word:
         h = ((h ^ (byte | 0xFFFFFF00 if byte >= 0x80 else byte)) * 16777619) & 0xFFFFFFFF
@@ -159,9 +162,11 @@ def read_model(path: str | Path) -> FastTextModel:
     if magic != _MAGIC or version != 12:
         raise ConfigError(f"{path}: not a fastText model file (format 12)")
     args = reader.unpack("<12id")
-    loss, model_kind, bucket, minn, maxn = (int(args[i]) for i in (6, 7, 8, 9, 10))
-    if model_kind != 3 or loss not in (LOSS_HS, LOSS_SOFTMAX):
-        raise ConfigError(f"{path}: a supervised fastText model with hs or softmax loss is needed")
+    word_ngrams, loss, model_kind, bucket, minn, maxn = (int(args[i]) for i in (5, 6, 7, 8, 9, 10))
+    if model_kind != 3:
+        raise ConfigError(f"{path}: not a supervised fastText model (word vectors cannot classify)")
+    if loss not in (LOSS_HS, LOSS_NS, LOSS_SOFTMAX, LOSS_OVA):
+        raise ConfigError(f"{path}: unknown fastText loss {loss}")
     size, nwords, _labels = (int(v) for v in reader.unpack("<iii"))
     _tokens, prune_size = (int(v) for v in reader.unpack("<qq"))
     words: list[bytes] = []
@@ -185,7 +190,7 @@ def read_model(path: str | Path) -> FastTextModel:
     word_slots = np.full(_table_size(nwords), -1, np.int32)
     mask = len(word_slots) - 1
     for index, word in enumerate(vocabulary):
-        slot = _fnv(word) & mask
+        slot = fnv_hash(word) & mask
         while word_slots[slot] >= 0:
             slot = (slot + 1) & mask
         word_slots[slot] = index
@@ -206,6 +211,7 @@ def read_model(path: str | Path) -> FastTextModel:
         minn=minn,
         maxn=maxn,
         bucket=bucket,
+        word_ngrams=word_ngrams,
         loss=loss,
         tree_left=left,
         tree_right=right,
