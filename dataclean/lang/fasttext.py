@@ -124,6 +124,12 @@ def _bucket_row(key: np.int64, pruned: bool, bits: np.ndarray, ranks: np.ndarray
 
 
 @helper
+def _is_end_of_line(data: np.ndarray, i: int) -> bool:
+    """Whether the 4 bytes at data[i] are `</s>`."""
+    return data[i] == 60 and data[i + 1] == 47 and data[i + 2] == 115 and data[i + 3] == 62
+
+
+@helper
 def _is_space(byte: np.uint8) -> bool:
     return byte == 32 or byte == 10 or byte == 13 or byte == 9 or byte == 11 or byte == 12 or byte == 0
 
@@ -212,7 +218,7 @@ def _hidden_kernel(
                 if is_label:
                     i = j
                     continue
-            if length == 4 and data[i] == 60 and data[i + 1] == 47 and data[i + 2] == 115 and data[i + 3] == 62:
+            if length == 4 and _is_end_of_line(data, i):
                 break  # a literal `</s>` ends fastText's line there, as its newline would
             hashes[tokens] = _sign_extended(h)
             tokens += 1

@@ -171,8 +171,10 @@ def _sigmoid_kernel(hiddens: np.ndarray, output: np.ndarray, table: np.ndarray, 
             elif x > _MAX_SIGMOID:
                 p = np.float32(1.0)
             else:
-                scaled = np.float32(np.float32(x + np.float32(_MAX_SIGMOID)) * np.float32(_SIGMOID_TABLE_SIZE))
-                p = table[np.int64(np.float32(np.float32(scaled / np.float32(_MAX_SIGMOID)) / np.float32(2)))]
+                # (x + 8) * 512 / 8 / 2, each step in float32 as the C++ evaluates it.
+                scaled = np.float32(x + np.float32(_MAX_SIGMOID)) * np.float32(_SIGMOID_TABLE_SIZE)
+                index = np.float32(np.float32(scaled) / np.float32(_MAX_SIGMOID)) / np.float32(2)
+                p = table[np.int64(np.float32(index))]
             probs[t, label] = _reported(p)
 
 
