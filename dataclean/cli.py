@@ -81,7 +81,11 @@ def summary_table(stats: dict[str, Any]) -> Table:
 
 # Subcommands imported when used: `dataclean run` should not wait for pandas and numba before it
 # starts Ray (its stages import what they need while Ray starts).
-LAZY_COMMANDS = {"feedback": "dataclean.feedback.cli", "lm": "dataclean.lm.cli"}
+LAZY_COMMANDS = {
+    "classify": "dataclean.classify.cli",
+    "feedback": "dataclean.feedback.cli",
+    "lm": "dataclean.lm.cli",
+}
 
 
 class _Handled(click.Group):
