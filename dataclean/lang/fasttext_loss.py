@@ -191,6 +191,8 @@ def label_probabilities(
         _softmax_kernel(hiddens, model.output, probs)
     else:
         _sigmoid_kernel(hiddens, model.output, _SIGMOIDS, probs)
-    top = probs.argmax(axis=1).astype(np.int32) if probs.shape[1] else np.zeros(len(probs), np.int32)
+    # fastText's k-best heap keeps the last of equal probabilities (saturated sigmoids tie at 1).
+    last = probs.shape[1] - 1 - probs[:, ::-1].argmax(axis=1) if probs.shape[1] else np.zeros(len(probs))
+    top = last.astype(np.int32)
     top_prob = probs[np.arange(len(top)), top] if probs.shape[1] else np.zeros(len(probs), np.float32)
     return top, top_prob, probs[:, wanted]
