@@ -65,7 +65,7 @@ def _sigmoid_logs(output: np.ndarray, row: int, hidden: np.ndarray) -> tuple[np.
 @helper
 def _reported(p: np.float32) -> np.float32:
     """What `predict` reports for a probability it keeps as log(p + 1e-5): exp of that log."""
-    return np.float32(np.exp(np.float64(np.float32(np.log(np.float64(p) + 1e-5)))))
+    return np.exp(np.float32(np.log(np.float64(p) + 1e-5)))
 
 
 @nb.njit(cache=True)
@@ -152,7 +152,8 @@ def _softmax_kernel(hiddens: np.ndarray, output: np.ndarray, probs: np.ndarray) 
             best = max(best, f)
         total = np.float32(0.0)
         for label in range(nlabels):
-            # fastText's unqualified `exp` of a float is the double one (measured: expf differs).
+            # The double exp, rounded to float32: fastText's unqualified `exp` here is the C one
+            # (measured: expf differs in about 1 of 150 rows; its `predict` then takes expf).
             probs[t, label] = np.float32(np.exp(np.float64(probs[t, label] - best)))
             total += probs[t, label]
         for label in range(nlabels):
