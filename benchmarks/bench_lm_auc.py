@@ -9,7 +9,7 @@ or 10 characters; the first `--sentences`). Damaged: the same texts with words (
 characters) shuffled, 30/20/10/5% of their characters garbled (`dataclean.lm.evaluate.garble_chars`),
 or replaced by web boilerplate (English). AUC: the probability that a damaged text scores a higher
 perplexity than a clean one (`dataclean.lm.evaluate.auc`, the Mann-Whitney statistic).
-tests/test_lm_auc.py asserts the paragraph rows at 30% >= 0.95; this script prints them all.
+tests/lm/test_lm_auc.py asserts the paragraph rows at 30% >= 0.95; this script prints them all.
 """
 
 from __future__ import annotations

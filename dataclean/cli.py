@@ -83,7 +83,7 @@ def summary_table(stats: dict[str, Any]) -> Table:
 # starts Ray (its stages import what they need while Ray starts).
 LAZY_COMMANDS = {
     "classify": "dataclean.classify.cli",
-    "feedback": "dataclean.feedback.cli",
+    "feedback": "dataclean.feedback.analysis.cli",
     "lm": "dataclean.lm.cli",
 }
 

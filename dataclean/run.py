@@ -26,17 +26,17 @@ import dataclean
 from dataclean.config import config_hash, describe
 from dataclean.errors import ConfigError, OutputError
 from dataclean.io import hf
+from dataclean.io.layout import MANIFEST, OUTPUT_ENTRIES, Layout
 from dataclean.io.readers import ReadOptions
 from dataclean.io.shards import Shard, discover, filesystem
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
 from dataclean.kernels import compile_kernels
-from dataclean.runner import GroupTask, GroupWorker, Layout
+from dataclean.runner import GroupTask, GroupWorker
 from dataclean.stage import Executor, FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
 
 Progress = Callable[[str, int, int], None]
 log = logging.getLogger(__name__)
-OUTPUT_ENTRIES = ("data", "excluded", "quarantined", "_work", "stats.json", "report.html")
 
 
 @dataclass
@@ -86,7 +86,7 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
     """Check OUT/ against the config: returns the earlier manifest when resuming, else None."""
-    manifest_path = f"{layout.root}/manifest.json"
+    manifest_path = layout.manifest
     if exists(manifest_path):
         manifest = read_json(manifest_path)
         if overwrite:
@@ -113,7 +113,7 @@ def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> d
 def clear_output(layout: Layout) -> None:
     """Remove what a run writes under OUT/ (nothing else)."""
     fs, path = filesystem(layout.root)
-    for entry in (*OUTPUT_ENTRIES, "manifest.json"):
+    for entry in (*OUTPUT_ENTRIES, MANIFEST):
         target = f"{path}/{entry}"
         info = fs.get_file_info(target)
         if info.is_file:
@@ -123,7 +123,7 @@ def clear_output(layout: Layout) -> None:
 
 
 def _task_done(layout: Layout, group: int, shard: Shard) -> dict[str, Any] | None:
-    marker = layout.done_marker(group, shard)
+    marker = layout.done_marker(group, shard.index)
     if not exists(marker):
         return None
     stats = read_json(marker)
@@ -182,10 +182,10 @@ def run_pipeline(
         "complete": False,
     }
     if resumed and resumed.get("complete"):
-        if _same_inputs(resumed, manifest) and exists(f"{layout.root}/stats.json"):
-            return dict(read_json(f"{layout.root}/stats.json"))
+        if _same_inputs(resumed, manifest) and exists(layout.stats):
+            return dict(read_json(layout.stats))
         clear_output(layout)  # same config, changed inputs: a completed run starts over
-    write_json(f"{layout.root}/manifest.json", manifest)
+    write_json(layout.manifest, manifest)
     for stage in stages:  # before they are shipped to the workers (Stage.prepare)
         stage.prepare(f"{layout.work}/prepare-{stage.name}")
     compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.kernels)
@@ -229,9 +229,9 @@ def run_pipeline(
             fit_seconds[group.observer.name] = time.perf_counter() - fit_started
 
     stats = summarize(all_stats, [s.name for s in stages], time.perf_counter() - started, fit_seconds)
-    write_json(f"{layout.root}/stats.json", stats)
+    write_json(layout.stats, stats)
     manifest["complete"] = True
-    write_json(f"{layout.root}/manifest.json", manifest)
+    write_json(layout.manifest, manifest)
     if not keep_work:
         remove_tree(layout.work)
     if report:

@@ -15,7 +15,6 @@ is raised as it is, never retried.
 
 from __future__ import annotations
 
-import posixpath
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import pyarrow.compute as pc
 from dataclean import columns as C
 from dataclean.errors import InputError, StageError
 from dataclean.ids import text_hashes
+from dataclean.io.layout import EXCLUDED, QUARANTINED, Layout
 from dataclean.io.readers import ReadOptions, read_shard
 from dataclean.io.shards import Shard
 from dataclean.io.writers import PartWriter, read_parquet_batches, write_json
@@ -35,43 +35,6 @@ from dataclean.stage import GlobalStage, Stage, reason_kind
 from dataclean.stats import new_account, new_stage
 
 READ = "read"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where a run's files go under OUT/ (see docs/contracts.md, "Output folder")."""
-
-    root: str
-
-    @property
-    def data(self) -> str:
-        return posixpath.join(self.root, "data")
-
-    def folder(self, destination: str) -> str:
-        return posixpath.join(self.root, destination)
-
-    @property
-    def work(self) -> str:
-        return posixpath.join(self.root, "_work")
-
-    def group(self, group: int) -> str:
-        return posixpath.join(self.work, f"g{group}")
-
-    def done_marker(self, group: int, shard: Shard) -> str:
-        return posixpath.join(self.group(group), f"{shard.index:05d}.done.json")
-
-    def summaries(self, group: int) -> str:
-        return posixpath.join(self.group(group), "summary")
-
-    @staticmethod
-    def shard_stem(index: int) -> str:
-        """The name a shard's files in `_work` start with (then `-{part}.parquet`)."""
-        return f"{index:05d}"
-
-    @staticmethod
-    def shard_of(path: str) -> int:
-        """The shard index of a file in `_work` named by `shard_stem`."""
-        return int(posixpath.basename(path).split("-", 1)[0])
 
 
 @dataclass(frozen=True)
@@ -234,7 +197,7 @@ class _ShardRun:
                 observed["seconds"] += time.perf_counter() - started
         self.stats["shard_size"] = self.shard.size
         self.stats["shard_mtime"] = self.shard.mtime
-        write_json(self.worker.layout.done_marker(self.task.group, self.shard), self.stats)
+        write_json(self.worker.layout.done_marker(self.task.group, self.shard.index), self.stats)
         return self.stats
 
     def _batches(self) -> Iterator[pa.Table]:
@@ -254,7 +217,7 @@ class _ShardRun:
                 read["rows_in"] += batch.num_rows
                 kept, dropped = split_drops(READ, batch)
                 if dropped is not None:
-                    self._route(READ, "excluded", dropped)
+                    self._route(READ, EXCLUDED, dropped)
                 read["rows_out"] += kept.num_rows
                 read["bytes_out"] += _text_bytes(kept)
                 yield kept
@@ -271,7 +234,7 @@ class _ShardRun:
                 C.STAGE: [READ],
                 C.REASON: [f"{READ}:error:{error.detail}"],
             }
-            self._route(READ, "excluded", pa.table(record))
+            self._route(READ, EXCLUDED, pa.table(record))
 
     def _route(self, stage_name: str, destination: str, dropped: pa.Table, copies: bool = False) -> None:
         """Write rows to OUT/{destination}/; count them as excluded or quarantined, or, for copies
@@ -287,7 +250,7 @@ class _ShardRun:
         if copies:
             self.stats["account"]["copied"] += dropped.num_rows
             return
-        account_key = "quarantined" if destination == "quarantined" else "excluded"
+        account_key = "quarantined" if destination == QUARANTINED else "excluded"
         self.stats["account"][account_key] += dropped.num_rows
         counts = self.stats["stages"].setdefault(stage_name, new_stage())["dropped"]
         for reason in dropped.column(C.REASON).to_pylist():

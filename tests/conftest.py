@@ -10,7 +10,10 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-SAMPLE = Path(__file__).resolve().parent.parent / "dataclean" / "data" / "sample"
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent  # the repository
+FIXTURE_ROOT = TESTS / "fixtures"  # small real inputs, each folder says where they came from
+SAMPLE = ROOT / "dataclean" / "data" / "sample"
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 Training side (cheap, no torch import here): `LossLogWriter`, `StepLogWriter`, `SpikeMonitor`;
 for PyTorch, `dataclean.feedback.torch_utils.per_sample_loss`. Analysis side: `analyze` and the
-`dataclean feedback` command (`dataclean.feedback.cli`).
+`dataclean feedback` command (`dataclean.feedback.analysis.cli`).
 """
 
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter

@@ -4,7 +4,7 @@ Each optimizer step the loop hands the guard the step's loss, grad norm, learnin
 (read from a `torch.amp.GradScaler` when one is given) and the batch's per-sample losses and ids,
 after `backward()` and before `optimizer.step()`. The guard judges the loss with `SpikeMonitor`;
 on a spike it diagnoses the step with the same rules as `dataclean feedback`
-(`dataclean.feedback.diagnose`) from the steps it remembers and the batch's losses, writes an
+(`dataclean.feedback.analysis.diagnose`) from the steps it remembers and the batch's losses, writes an
 incident record (FOLDER/incidents.jsonl: step, diagnosis, evidence, the batch's ids and losses),
 and for a `data` diagnosis merges the blamed samples into the quarantine list at once
 (idempotent: `quarantine.merge_lists`). Then it acts as the user chose, per diagnosis or for all:
@@ -41,12 +41,12 @@ import pyarrow as pa
 
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analyze import Settings
-from dataclean.feedback.diagnose import DIAGNOSES, DiagnosisRules, diagnose
+from dataclean.feedback.analysis.analyze import Settings
+from dataclean.feedback.analysis.diagnose import DIAGNOSES, DiagnosisRules, diagnose
+from dataclean.feedback.analysis.outliers import robust_z
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter
 from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
-from dataclean.feedback.outliers import robust_z
-from dataclean.feedback.quarantine import empty_list, make_list, merge_lists, read_list, write_list
+from dataclean.quarantine.lists import empty_list, make_list, merge_lists, read_list, write_list
 
 GUARD_ACTIONS = ("log", "skip", "stop")
 RESUME_LR_FACTORS = (0.1, 0.3)  # of the lr at the spike: the usual advice when resuming after one

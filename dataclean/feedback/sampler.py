@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow.compute as pc
 
 from dataclean.feedback import schema as S
-from dataclean.feedback.quarantine import read_list
 from dataclean.ids import text_hash
+from dataclean.quarantine.lists import read_list
 
 WEIGHT_KEY = "weight"
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
+from dataclean.io.layout import DATA, EXCLUDED
 from dataclean.report.histogram import LinearHistogram
 from dataclean.report.scan import Output, tables
 
@@ -54,7 +55,7 @@ def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
     """None when the run has neither a dedup stage nor duplicate drops."""
     summary = ClusterSummary()
     partial: list[pa.Table] = []
-    for table in tables(output.files["excluded"], [C.REASON, C.DUP_SCORE]):
+    for table in tables(output.files[EXCLUDED], [C.REASON, C.DUP_SCORE]):
         if C.REASON not in table.column_names:
             continue
         found = pc.extract_regex(table.column(C.REASON).fill_null(""), PATTERN)
@@ -72,7 +73,7 @@ def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
             near = pc.and_(matched, pc.match_substring(table.column(C.REASON).fill_null(""), f":{NEAR}:"))
             scores = table.column(C.DUP_SCORE).filter(near).cast(pa.float64()).fill_null(np.nan)
             summary.jaccard.add(scores.to_numpy())
-    for table in tables(output.files["data"], [C.DUP_CLUSTER]):
+    for table in tables(output.files[DATA], [C.DUP_CLUSTER]):
         column = table.column(C.DUP_CLUSTER)
         summary.kept_with_cluster += len(column) - column.null_count
     if not partial and not output.ran("dedup"):

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataclean import columns as C
+from dataclean.io.layout import DATA, EXCLUDED, QUARANTINED
 from dataclean.report.scan import Output, id_hashes, reason_kinds, tables
 
 NOT_FOUND_NOW = "not among this run's rows (left the input, or split into other ids)"
@@ -121,14 +122,14 @@ def _counts(pairs: Iterable[tuple[str, int]], earlier: dict[str, int]) -> list[t
 
 def compare_runs(now: Output, earlier: Output, examples: int = 5, quarantined: int = 50) -> Comparison:
     """The differences between `earlier` and `now` (see the module docstring)."""
-    kept_now, kept_before = _hash_set(now.files["data"]), _hash_set(earlier.files["data"])
+    kept_now, kept_before = _hash_set(now.files[DATA]), _hash_set(earlier.files[DATA])
     lost = np.setdiff1d(kept_before, kept_now, assume_unique=True)
     gained = np.setdiff1d(kept_now, kept_before, assume_unique=True)
-    dropped_now = now.files["excluded"] + now.files["quarantined"]
-    dropped_before = earlier.files["excluded"] + earlier.files["quarantined"]
-    quarantined_before = _hash_set(earlier.files["quarantined"])
+    dropped_now = now.files[EXCLUDED] + now.files[QUARANTINED]
+    dropped_before = earlier.files[EXCLUDED] + earlier.files[QUARANTINED]
+    quarantined_before = _hash_set(earlier.files[QUARANTINED])
     newly = Moved("newly quarantined")
-    for table in tables(now.files["quarantined"], [C.ID, C.REASON]):
+    for table in tables(now.files[QUARANTINED], [C.ID, C.REASON]):
         hashes = id_hashes(table.column(C.ID))
         rows = np.flatnonzero(~_member(hashes, quarantined_before))
         picked = table.take(pa.array(rows))
@@ -139,7 +140,7 @@ def compare_runs(now: Output, earlier: Output, examples: int = 5, quarantined: i
         earlier=earlier.root,
         totals=[(name, int(totals_before.get(name, 0)), int(totals_now.get(name, 0))) for name in TOTALS],
         reasons=_counts(now.stats.get("reasons", {}).items(), dict(earlier.stats.get("reasons", {}))),
-        lost=_explain(lost, dropped_now, earlier.files["data"], NOT_FOUND_NOW, examples),
-        gained=_explain(gained, dropped_before, now.files["data"], NOT_FOUND_BEFORE, examples),
+        lost=_explain(lost, dropped_now, earlier.files[DATA], NOT_FOUND_NOW, examples),
+        gained=_explain(gained, dropped_before, now.files[DATA], NOT_FOUND_BEFORE, examples),
         newly_quarantined=newly,
     )

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from dataclean import columns as C
+from dataclean.io.layout import EXCLUDED, QUARANTINED
 from dataclean.report.scan import Output, id_hashes, reason_kinds, tables
 
 
@@ -63,7 +64,7 @@ def _choose(output: Output, folder: str, per_reason: int) -> dict[str, list[_Pic
 def sample_excerpts(output: Output, per_reason: int = 3, max_chars: int = 300) -> dict[str, list[Excerpt]]:
     """Up to `per_reason` excerpts of at most `max_chars` characters per drop reason kind."""
     excerpts: dict[str, list[Excerpt]] = {}
-    for folder in ("excluded", "quarantined"):
+    for folder in (EXCLUDED, QUARANTINED):
         chosen = _choose(output, folder, per_reason)
         by_group: dict[tuple[str, int], list[int]] = {}
         for picks in chosen.values():

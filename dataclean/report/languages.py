@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
+from dataclean.io.layout import DATA, EXCLUDED, QUARANTINED
 from dataclean.report.scan import Output, sample_row_groups, tables
 
 NONE = "(none)"
@@ -93,11 +94,11 @@ def _count(files: list[str], entries: dict[str, LanguageRows], kept: bool, max_r
 
 def language_summary(output: Output, max_rows: int = 500_000) -> LanguageSummary | None:
     """None unless the kept rows have a `lang` column."""
-    if C.LANG not in output.columns("data"):
+    if C.LANG not in output.columns(DATA):
         return None
     entries: dict[str, LanguageRows] = {}
-    estimated = _count(output.files["data"], entries, True, max_rows)
-    dropped = output.files["excluded"] + output.files["quarantined"]
+    estimated = _count(output.files[DATA], entries, True, max_rows)
+    dropped = output.files[EXCLUDED] + output.files[QUARANTINED]
     estimated = _count(dropped, entries, False, max_rows) or estimated
     ordered = sorted(entries.values(), key=lambda e: (-e.kept, -e.dropped, e.lang))
     return LanguageSummary(ordered, estimated)

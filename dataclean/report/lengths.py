@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
+from dataclean.io.layout import DATA
 from dataclean.report.histogram import LogHistogram
 from dataclean.report.scan import Output, sample_row_groups, tables
 
@@ -36,8 +37,8 @@ class LengthSummary:
 
 def length_summary(output: Output, max_rows: int = 500_000) -> LengthSummary | None:
     """None unless the kept rows have `parent_id` and the run split something (or ran `split`)."""
-    files = output.files["data"]
-    if C.PARENT_ID not in output.columns("data"):
+    files = output.files[DATA]
+    if C.PARENT_ID not in output.columns(DATA):
         return None
     chosen, rows_read, rows_total = sample_row_groups(files, max_rows)
     summary = LengthSummary(rows_read=rows_read, rows_total=rows_total)

@@ -19,13 +19,13 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from dataclean.io.files import atomic_output
+from dataclean.io.layout import REPORT
 from dataclean.report import charts
 from dataclean.report.collect import RunReport, build_report
 from dataclean.report.compare import Comparison, Moved
 from dataclean.report.excerpts import Excerpt
 from dataclean.report.perplexity import BUCKETS, UNBUCKETED
 
-REPORT_NAME = "report.html"
 INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
 
 CSS = """
@@ -377,7 +377,7 @@ def prepare() -> None:
 def write_report(out_dir: str, compare_to: str | None = None) -> str:
     """Write `out_dir/report.html` (atomically) for a finished run; returns its path."""
     page = render(build_report(out_dir, compare_to))
-    target = posixpath.join(out_dir.rstrip("/"), REPORT_NAME)
+    target = posixpath.join(out_dir.rstrip("/"), REPORT)
     with atomic_output(target) as sink:
         sink.write(page.encode("utf-8"))
     return target

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
+from dataclean.io.layout import DATA, EXCLUDED, FOLDERS, QUARANTINED
 from dataclean.report.histogram import LogHistogram
 from dataclean.report.scan import Output, reason_kinds, tables
 
@@ -117,12 +118,12 @@ def _add(summary: dict[str, LanguagePerplexity], table: pa.Table, dropped: bool)
 
 def perplexity_summary(output: Output) -> dict[str, LanguagePerplexity] | None:
     """Per language, or None when no output file has a `ppl` column."""
-    if not any(C.PPL in output.columns(folder) for folder in ("data", "excluded", "quarantined")):
+    if not any(C.PPL in output.columns(folder) for folder in FOLDERS):
         return None
     summary: dict[str, LanguagePerplexity] = {}
-    for table in tables(output.files["data"], [C.LANG, C.PPL, C.PPL_BUCKET]):
+    for table in tables(output.files[DATA], [C.LANG, C.PPL, C.PPL_BUCKET]):
         _add(summary, table, dropped=False)
-    dropped_files = output.files["excluded"] + output.files["quarantined"]
+    dropped_files = output.files[EXCLUDED] + output.files[QUARANTINED]
     for table in tables(dropped_files, [C.LANG, C.PPL, C.PPL_BUCKET, C.REASON]):
         _add(summary, table, dropped=True)
     limits = _configured_max(output)

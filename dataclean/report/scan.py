@@ -21,10 +21,9 @@ import pyarrow.parquet as pq
 
 from dataclean.dedup.hashing import xxh64_strings
 from dataclean.errors import OutputError
+from dataclean.io.layout import FOLDERS, MANIFEST, STATS
 from dataclean.io.shards import filesystem
 from dataclean.io.writers import exists, parquet_files, read_json
-
-FOLDERS = ("data", "excluded", "quarantined")
 
 
 @dataclass
@@ -58,10 +57,10 @@ class Output:
 def load_output(root: str) -> Output:
     """Open a run's output folder; an `OutputError` when it holds no finished run."""
     root = root.rstrip("/")
-    stats_path = posixpath.join(root, "stats.json")
+    stats_path = posixpath.join(root, STATS)
     if not exists(stats_path):
-        raise OutputError(f"{root} has no stats.json: not the output folder of a finished dataclean run")
-    manifest_path = posixpath.join(root, "manifest.json")
+        raise OutputError(f"{root} has no {STATS}: not the output folder of a finished dataclean run")
+    manifest_path = posixpath.join(root, MANIFEST)
     manifest = read_json(manifest_path) if exists(manifest_path) else {}
     files = {folder: parquet_files(posixpath.join(root, folder)) for folder in FOLDERS}
     return Output(root, dict(read_json(stats_path)), dict(manifest), files)

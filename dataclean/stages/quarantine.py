@@ -3,7 +3,7 @@
 A row is quarantined when its `id` or its `text_hash` is on the list (the hash catches a sample
 whose id changed, e.g. after re-sharding). Near-duplicates of quarantined texts are quarantined
 too (character 5-grams at Jaccard >= `threshold`: MinHash LSH candidates verified exactly, see
-`dataclean.feedback.neardup`), so a changed keep rule (another copy kept by dedup, a different
+`dataclean.quarantine.neardup`), so a changed keep rule (another copy kept by dedup, a different
 split) cannot bring the same content back. The quarantined texts come from the list's optional
 `text` column and from the rows of this run that matched by id or hash (collected by `observe`,
 which is why this is a global stage).
@@ -29,10 +29,10 @@ import pyarrow.compute as pc
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
-from dataclean.feedback.neardup import NearDuplicateIndex
-from dataclean.feedback.quarantine import read_list
 from dataclean.ids import text_hashes
 from dataclean.io.files import open_input, read_parquet
+from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.neardup import NearDuplicateIndex
 from dataclean.stage import FitContext, GlobalStage, with_copies, with_drops
 
 

@@ -24,7 +24,7 @@ ISO-8859-2, MacRoman, cp437):
 ASCII text without `&` costs one `str.isascii`; other text without these costs two regex scans
 and two substring tests, or one scan when `mojibake_pair_flags` (a compiled pass over a batch's
 UTF-8 bytes, most texts have no pair) already ruled the pairs out.
-tests/test_mojibake.py measures the agreement with `ftfy.fix_text` on
+tests/text/test_mojibake.py measures the agreement with `ftfy.fix_text` on
 real-world mojibake, on real lines broken through five code pages and on odd but correct text.
 """
 

@@ -33,7 +33,7 @@ from dataclean.text.mojibake import pair_masks
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 GARBAGE, REMOVE, SPACE, NEWLINE, CR, FALLBACK, WHITESPACE, AMPERSAND = 1, 2, 4, 8, 16, 32, 64, 128
-# ftfy's HTML entity (`ftfy.chardata.HTML_ENTITY_RE`, which tests/test_clean.py pins): "&", "#"
+# ftfy's HTML entity (`ftfy.chardata.HTML_ENTITY_RE`, which tests/stages/test_clean.py pins): "&", "#"
 # or not, 1 to 24 ASCII letters or digits, ";". A row with one goes to the Python path, which
 # unescapes it unless a "<" came before it.
 _ENTITY_MAX = 24

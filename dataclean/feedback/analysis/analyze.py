@@ -1,0 +1,241 @@
+"""From training logs to findings: outlier samples, diagnosed spikes and a quarantine list.
+
+`analyze` reads the per-sample loss log (and the step log and the cleaned corpus when given),
+finds loss spikes in the step series (`monitor`; without a step log the series is the per-step
+mean of the per-sample losses), diagnoses each (`diagnose`), judges every sample (`outliers`)
+without the batches of spikes that are not the samples' fault (`diagnose.EXCUSED`), and builds
+the quarantine entries: every outlier sample, and the samples blamed by spikes diagnosed as
+`data`. Nothing here writes files; `dataclean.feedback.analysis.cli` does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from dataclean import columns as C
+from dataclean.errors import InputError
+from dataclean.feedback import schema as S
+from dataclean.feedback.analysis.diagnose import EXCUSED, DiagnosisRules, Spike, diagnose
+from dataclean.feedback.analysis.logs import Log, read_loss_log, read_step_log
+from dataclean.feedback.analysis.outliers import find_outliers, robust_z
+from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
+from dataclean.ids import text_hashes
+from dataclean.io.layout import DATA
+from dataclean.quarantine.lists import make_list
+
+
+@dataclass
+class Settings:
+    """Detector settings (see `find_outliers`, `SpikeMonitor`, `DiagnosisRules`).
+
+    `spike_ratio` is lower than `SpikeMonitor`'s live default (3x): offline, every spike is
+    diagnosed and only a `data` spike convicts samples, so a more sensitive detector costs a line
+    in the report, not an innocent sample. It lets a few bad samples that lift their batch's mean
+    by half be seen as the spike they are (a byte- or small-vocabulary model cannot put a sample
+    much above log(vocabulary) nats, so three times the level is out of their reach).
+    """
+
+    window: int = 200
+    z_threshold: float = 3.5
+    spike_window: int = 100
+    spike_k: float = 4.0
+    spike_ratio: float = 1.5
+    spike_method: Literal["std", "mad"] = "std"
+    action: Literal["drop", "downweight"] = "drop"
+    weight: float = 0.1
+    rules: DiagnosisRules = field(default_factory=DiagnosisRules)
+
+
+@dataclass
+class Analysis:
+    """Everything `dataclean feedback` found, for the outputs and the report."""
+
+    losses: Log
+    steps: pa.Table
+    steps_derived: bool
+    step_log: Log | None
+    verdicts: pa.Table
+    spikes: list[Spike]
+    quarantine: pa.Table
+    nonfinite: int = 0
+    unknown_ids: list[str] = field(default_factory=list)
+    corpus_rows: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def step_series(losses: pa.Table) -> pa.Table:
+    """Per-step loss from a per-sample log: mean of the finite losses (token-weighted if known)."""
+    if losses.num_rows == 0 or losses.column(S.STEP).null_count == losses.num_rows:
+        return S.STEP_LOG_SCHEMA.empty_table()
+    table = losses.filter(pc.is_valid(losses.column(S.STEP)))
+    loss = pc.fill_null(table.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
+    tokens = pc.fill_null(table.column(S.TOKENS), 1).to_numpy(zero_copy_only=False).astype(float)
+    finite = np.isfinite(loss)
+    steps, index = np.unique(table.column(S.STEP).to_numpy(), return_inverse=True)
+    weight = np.where(finite, tokens, 0.0)
+    total = np.bincount(index, weights=np.where(finite, loss, 0.0) * weight, minlength=len(steps))
+    mass = np.bincount(index, weights=weight, minlength=len(steps))
+    mean = np.divide(total, mass, out=np.full(len(steps), np.nan), where=mass > 0)
+    nulls = pa.nulls(len(steps), pa.float64())
+    return pa.table(
+        [pa.array(steps, pa.int64()), pa.array(mean), nulls, nulls, nulls], schema=S.STEP_LOG_SCHEMA
+    )
+
+
+def corpus_files(path: str | Path) -> list[str]:
+    """Parquet files of a cleaned corpus: OUT/data/ of a dataclean output, or a file or folder."""
+    root = Path(path)
+    if (root / DATA).is_dir():
+        root = root / DATA
+    if root.is_file():
+        return [str(root)]
+    files = sorted(str(p) for p in root.rglob("*.parquet") if not p.name.startswith("."))
+    if not files:
+        raise InputError(str(path), "no Parquet files in the corpus folder")
+    return files
+
+
+def read_corpus_rows(path: str | Path, ids: list[str]) -> tuple[pa.Table, int]:
+    """(id, text, text_hash) of the given ids in the corpus, and the corpus's row count."""
+    dataset = ds.dataset(corpus_files(path), format="parquet")
+    names = dataset.schema.names
+    if C.ID not in names or C.TEXT not in names:
+        raise InputError(str(path), f"corpus needs columns {C.ID!r} and {C.TEXT!r}")
+    columns = [C.ID, C.TEXT] + ([C.TEXT_HASH] if C.TEXT_HASH in names else [])
+    rows = dataset.to_table(columns=columns, filter=ds.field(C.ID).isin(ids))
+    if C.TEXT_HASH not in names:
+        rows = rows.append_column(C.TEXT_HASH, text_hashes(rows.column(C.TEXT)))
+    return rows, dataset.count_rows()
+
+
+def _spike_scores(spike: Spike, batch: pa.Table) -> dict[str, float]:
+    losses = pc.fill_null(batch.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
+    ids = [str(i) for i in batch.column(S.SAMPLE_ID).to_pylist()]
+    finite = np.isfinite(losses)
+    if not finite.any():
+        return {}
+    z = robust_z(np.where(finite, losses, np.inf), losses[finite])
+    return {i: float(v) for i, v in zip(ids, z, strict=True) if i in spike.sample_ids}
+
+
+def analyze(
+    losses: str | Path,
+    steps: str | Path | None = None,
+    corpus: str | Path | None = None,
+    settings: Settings | None = None,
+) -> Analysis:
+    """Read the logs, find outliers and spikes, diagnose, and build the quarantine entries."""
+    settings = settings or Settings()
+    loss_log = read_loss_log(losses)
+    step_log = read_step_log(steps) if steps is not None else None
+    table = loss_log.table
+    loss_values = pc.fill_null(table.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
+
+    if step_log is not None and step_log.table.num_rows:
+        series, derived = step_log.table, False
+    else:
+        series, derived = step_series(table), True
+    monitor = SpikeMonitor(
+        window=settings.spike_window,
+        k=settings.spike_k,
+        min_ratio=settings.spike_ratio,
+        method=settings.spike_method,
+    )
+    events = detect_spikes(
+        series.column(S.STEP).to_numpy(),
+        pc.fill_null(series.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False),
+        monitor,
+    )
+    by_step = table.column(S.STEP)
+    spikes = []
+    batches: dict[int, pa.Table] = {}
+    for event in events:
+        batch = table.filter(pc.equal(by_step, event.step)) if table.num_rows else None
+        spike = diagnose(event, series, batch, settings.rules)
+        spikes.append(spike)
+        if batch is not None and batch.num_rows:
+            batches[spike.step] = batch
+            if spike.diagnosis in EXCUSED:
+                spike.evidence.append(
+                    f"the {batch.num_rows} losses of this batch are not counted against its samples "
+                    f"({spike.diagnosis} is not the samples' fault)"
+                )
+
+    # Samples are judged without the batches of optimizer events: those never convict them.
+    excused = [s.step for s in spikes if s.diagnosis in EXCUSED]
+    verdicts = find_outliers(
+        table, window=settings.window, z_threshold=settings.z_threshold, excused_steps=excused
+    )
+    entries: dict[str, dict[str, Any]] = {}
+    stats = {row[S.SAMPLE_ID]: row for row in verdicts.to_pylist()}
+    source = f"feedback:{Path(losses).name}"
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    for spike in spikes:
+        if spike.diagnosis != "data" or spike.step not in batches:
+            continue
+        for sample_id, score in _spike_scores(spike, batches[spike.step]).items():
+            entries.setdefault(sample_id, {"reason": f"spike:{spike.step}", "score": score})
+
+    for row in verdicts.filter(verdicts.column("flagged")).to_pylist():
+        entries.setdefault(row[S.SAMPLE_ID], {"reason": row[S.REASON], "score": row[S.SCORE]})
+
+    rows = []
+    for sample_id, found in entries.items():
+        seen = stats.get(sample_id, {})
+        rows.append(
+            {
+                S.SAMPLE_ID: sample_id,
+                S.REASON: found["reason"],
+                S.SCORE: found["score"],
+                S.FIRST_STEP: seen.get(S.FIRST_STEP),
+                S.LAST_STEP: seen.get(S.LAST_STEP),
+                S.OCCURRENCES: seen.get("occurrences"),
+                S.ACTION: settings.action,
+                S.WEIGHT: 0.0 if settings.action == "drop" else settings.weight,
+                S.SOURCE: source,
+                S.ADDED_AT: now,
+            }
+        )
+    analysis = Analysis(
+        losses=loss_log,
+        steps=series,
+        steps_derived=derived,
+        step_log=step_log,
+        verdicts=verdicts,
+        spikes=spikes,
+        quarantine=make_list(rows),
+        nonfinite=int((~np.isfinite(loss_values)).sum()),
+    )
+    if corpus is not None:
+        _attach_corpus(analysis, corpus)
+    return analysis
+
+
+def _attach_corpus(analysis: Analysis, corpus: str | Path) -> None:
+    """Fill text hashes and texts from the corpus; note log ids the corpus does not have."""
+    logged = pc.unique(analysis.losses.table.column(S.SAMPLE_ID)).to_pylist()
+    rows, analysis.corpus_rows = read_corpus_rows(corpus, logged)
+    known = set(rows.column(C.ID).to_pylist())
+    analysis.unknown_ids = sorted(i for i in logged if i not in known)
+    if analysis.unknown_ids:
+        analysis.notes.append(
+            f"{len(analysis.unknown_ids)} sample ids in the loss log are not in the corpus "
+            f"(e.g. {', '.join(analysis.unknown_ids[:5])}); they are judged all the same"
+        )
+    lookup = {r[C.ID]: r for r in rows.to_pylist()}
+    entries = analysis.quarantine.to_pylist()
+    for entry in entries:
+        row = lookup.get(entry[S.SAMPLE_ID])
+        if row is not None:
+            entry[S.TEXT_HASH] = row[C.TEXT_HASH]
+            entry[S.TEXT] = row[C.TEXT]
+    analysis.quarantine = pa.Table.from_pylist(entries, schema=analysis.quarantine.schema)

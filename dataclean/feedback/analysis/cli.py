@@ -1,0 +1,149 @@
+"""`dataclean feedback`: training logs in, a quarantine list, spikes.json, a report and a picture out.
+
+    dataclean feedback --losses PATH [--steps PATH] [--corpus OUT] -o DIR [--merge LIST]
+
+Writes DIR/quarantine.parquet (merged with --merge LIST without duplicates), DIR/spikes.json,
+DIR/report.md and DIR/training.png. The next `dataclean run ... --quarantine DIR/quarantine.parquet`
+leaves the listed samples out.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from dataclean.errors import DatacleanError
+from dataclean.feedback.analysis.analyze import Settings, analyze
+from dataclean.feedback.analysis.diagnose import DiagnosisRules
+from dataclean.feedback.analysis.replay_cli import replay_command
+from dataclean.feedback.analysis.report import markdown, plot, write_spikes
+from dataclean.quarantine.lists import merge_lists, read_list, write_list
+
+
+@click.group("feedback", invoke_without_command=True)
+@click.option(
+    "--losses",
+    type=click.Path(exists=True),
+    help="Per-sample loss log (file or folder).",
+)
+@click.option(
+    "--steps",
+    type=click.Path(exists=True),
+    help="Step log: step, loss [, lr, grad_norm, loss_scale].",
+)
+@click.option(
+    "--corpus",
+    type=click.Path(exists=True),
+    help="The dataclean output the training read (for text hashes and excerpts).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(file_okay=False),
+    help="Folder for the list, spikes and report.",
+)
+@click.option(
+    "--merge",
+    "merge_with",
+    type=click.Path(exists=True, dir_okay=False),
+    help="An existing quarantine list to merge into the new one.",
+)
+@click.option(
+    "--window",
+    default=200,
+    show_default=True,
+    help="Steps around a sample that form its reference.",
+)
+@click.option(
+    "--z",
+    "z_threshold",
+    default=3.5,
+    show_default=True,
+    help="Robust z-score above which a sample is an outlier.",
+)
+@click.option(
+    "--spike-k",
+    default=4.0,
+    show_default=True,
+    help="Standard deviations above the recent mean for a spike.",
+)
+@click.option(
+    "--spike-ratio",
+    default=1.5,
+    show_default=True,
+    help="Times the recent loss level a spike must reach.",
+)
+@click.option("--spike-method", type=click.Choice(["std", "mad"]), default="std", show_default=True)
+@click.option("--action", type=click.Choice(["drop", "downweight"]), default="drop", show_default=True)
+@click.option("--weight", default=0.1, show_default=True, help="Weight of down-weighted samples.")
+@click.pass_context
+def feedback(
+    ctx: click.Context,
+    losses: str | None,
+    steps: str | None,
+    corpus: str | None,
+    output: str | None,
+    merge_with: str | None,
+    window: int,
+    z_threshold: float,
+    spike_k: float,
+    spike_ratio: float,
+    spike_method: str,
+    action: str,
+    weight: float,
+) -> None:
+    """Find samples that hurt training and write a quarantine list for the next run.
+
+    `dataclean feedback replay --step N ...` shows the samples of one step instead.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if losses is None or output is None:
+        raise click.UsageError("Missing option '--losses' or '-o' / '--output'.")
+    settings = Settings(
+        window=window,
+        z_threshold=z_threshold,
+        spike_k=spike_k,
+        spike_ratio=spike_ratio,
+        spike_method=spike_method,  # type: ignore[arg-type]
+        action=action,  # type: ignore[arg-type]
+        weight=weight,
+        rules=DiagnosisRules(),
+    )
+    try:
+        analysis = analyze(losses, steps, corpus, settings)
+        quarantine = analysis.quarantine
+        if merge_with:
+            quarantine = merge_lists(read_list(merge_with), quarantine)
+        out = Path(output)
+        out.mkdir(parents=True, exist_ok=True)
+        write_list(quarantine, out / "quarantine.parquet")
+        write_spikes(analysis.spikes, out / "spikes.json")
+        drew = plot(analysis, out / "training.png")
+        report = markdown(analysis, quarantine, "training.png" if drew else None)
+        (out / "report.md").write_text(report, encoding="utf-8")
+    except DatacleanError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
+    by_kind: dict[str, int] = {}
+    for spike in analysis.spikes:
+        by_kind[spike.diagnosis] = by_kind.get(spike.diagnosis, 0) + 1
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(by_kind.items())) or "none"
+    click.echo(
+        f"{analysis.losses.table.num_rows} loss rows, {analysis.nonfinite} non-finite; "
+        f"spikes: {kinds}; quarantined {analysis.quarantine.num_rows} "
+        f"({quarantine.num_rows} in the list) -> {out / 'quarantine.parquet'}"
+    )
+    for note in analysis.notes:
+        click.echo(f"note: {note}")
+    if not drew:
+        click.echo("note: no picture (no steps, or matplotlib is not installed)")
+
+
+feedback.add_command(replay_command)
+
+if __name__ == "__main__":
+    feedback()

@@ -1,0 +1,216 @@
+"""Compiled kernels: one cache for every process of a run, and each stage's kernels compiled ahead
+with exactly the signatures a real run uses (the first run's cost is in
+benchmarks/bench_first_run.py, not here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from dataclean.kernels import shared_cache_dir
+from tests.conftest import ROOT
+
+
+def _python(script: str, env: dict[str, str]) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_the_cache_is_a_per_user_folder_unless_numba_cache_dir_is_set(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    script = "import dataclean, numba; print(numba.config.CACHE_DIR)"
+    found = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**env, "XDG_CACHE_HOME": str(tmp_path)},
+        timeout=120,
+    )
+    assert found.stdout.strip() == str(tmp_path / "dataclean" / "numba"), found.stderr
+    chosen = _python(script, {"NUMBA_CACHE_DIR": str(tmp_path / "mine")})
+    assert chosen == str(tmp_path / "mine")
+    # numba imported first: still the shared folder, for the kernels dataclean imports later
+    late = _python(
+        "import numba, dataclean.kernels as k; k.use_shared_cache(); print(numba.config.CACHE_DIR)",
+        {"NUMBA_CACHE_DIR": str(tmp_path / "late")},
+    )
+    assert late == str(tmp_path / "late")
+    assert shared_cache_dir().parts[-2:] == ("dataclean", "numba")
+
+
+def _cache_dir(_: int) -> str:
+    import numba
+
+    import dataclean.text.repetition as kernels
+
+    return f"{numba.config.CACHE_DIR} {kernels._find_runs._cache._cache_path}"
+
+
+def test_ray_workers_use_the_drivers_cache(ray_executor: Any) -> None:
+    import numba
+
+    found = set(ray_executor.map(_cache_dir, [0, 1, 2, 3]))
+    assert len(found) == 1
+    folder, kernel_folder = found.pop().split(" ")
+    assert folder == numba.config.CACHE_DIR
+    assert kernel_folder.startswith(folder)
+
+
+COVERAGE = """
+    import collections, sys
+    from numba.core import event
+    import pipelines.default
+    from dataclean.executors.local import LocalExecutor
+    from dataclean.run import run_pipeline
+
+    compiled = collections.Counter()
+
+    class Compiled(event.Listener):
+        def on_start(self, ev): pass
+        def on_end(self, ev):
+            function = ev.data["dispatcher"].py_func
+            if function.__module__.startswith("dataclean"):
+                compiled[function.__module__ + "." + function.__qualname__] += 1
+
+    event.register("numba:compile", Compiled())
+    for stage in pipelines.default.build():
+        stage.compile_kernels()
+    ahead = sum(compiled.values())
+    compiled.clear()
+    run_pipeline([sys.argv[1]], sys.argv[2], pipelines.default.build(), LocalExecutor())
+    print(ahead, dict(compiled))
+"""
+
+
+def test_compiling_ahead_covers_every_kernel_signature_a_run_compiles(tmp_path: Path) -> None:
+    # An empty cache: compile_kernels compiles; the run after it, over a real mixed-language corpus
+    # (the bundled sample), must find every kernel it calls already compiled, with its types.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    sample = ROOT / "dataclean" / "data" / "sample"
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(COVERAGE), str(sample), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        env={**os.environ, "NUMBA_CACHE_DIR": str(cache)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ahead, during = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert int(ahead) >= 20  # the clean, dedup and perplexity kernels
+    assert during == "{}"
+
+
+class _Recorder:
+    """An executor of two workers that runs `map` in this process and records what it ran."""
+
+    workers = 2
+
+    def __init__(self) -> None:
+        self.mapped: list[str] = []
+
+    def map(self, fn: Any, items: list[Any], on_result: Any = None, light: bool = False) -> list[Any]:
+        self.mapped.extend(item.name for item in items)
+        return [fn(item) for item in items]
+
+
+def test_the_driver_compiles_the_barriers_kernels_while_the_workers_take_the_others() -> None:
+    import threading
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import pyarrow as pa
+
+    from dataclean.kernels import compile_in_background, compile_kernels
+    from dataclean.stage import FitContext, GlobalStage, Stage
+
+    compiled: dict[str, str] = {}
+
+    @dataclass
+    class RowLocal(Stage):
+        name: ClassVar[str] = "row_local"
+
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+        def compile_kernels(self) -> None:
+            compiled[self.name] = threading.current_thread().name
+
+    @dataclass
+    class Barrier(GlobalStage):
+        name: ClassVar[str] = "barrier"
+
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+        def fit(self, context: FitContext) -> None:
+            pass
+
+        def compile_kernels(self) -> None:
+            compiled[self.name] = threading.current_thread().name
+
+    @dataclass
+    class NoKernels(Stage):
+        name: ClassVar[str] = "plain"
+
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+    stages = [RowLocal(), Barrier(), NoKernels()]
+    compile_in_background(stages)
+    executor = _Recorder()
+    compile_kernels(stages, executor)
+    assert executor.mapped == ["row_local"]  # each stage's kernels once: the barrier's on the driver
+    assert compiled["barrier"].startswith("dataclean-kernels") and set(compiled) == {"row_local", "barrier"}
+    compiled.clear()
+    compile_kernels(stages, executor)  # nothing left in the background: all on the workers
+    assert executor.mapped == ["row_local", "row_local", "barrier"]
+
+
+def test_the_workers_take_the_longest_stages_and_this_process_the_rest() -> None:
+    # Three stages for two workers: the two longest go to the workers, one each, and the shortest
+    # compiles here once this process is free, not on a worker after its first stage.
+    import threading
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import pyarrow as pa
+
+    from dataclean.kernels import compile_kernels
+    from dataclean.stage import Stage
+
+    compiled: dict[str, str] = {}
+
+    def stage(stage_name: str, seconds: float) -> Stage:
+        @dataclass
+        class Timed(Stage):
+            name: ClassVar[str] = stage_name
+            compile_seconds: ClassVar[float] = seconds
+
+            def __call__(self, table: pa.Table) -> pa.Table:
+                return table
+
+            def compile_kernels(self) -> None:
+                compiled[self.name] = threading.current_thread().name
+
+        return Timed()
+
+    executor = _Recorder()
+    compile_kernels([stage("short", 1.0), stage("long", 3.0), stage("middle", 2.0)], executor)
+    assert executor.mapped == ["long", "middle"]
+    assert compiled["short"] == threading.current_thread().name
+    assert compiled["long"] == compiled["middle"] != compiled["short"]  # the recorder's thread
