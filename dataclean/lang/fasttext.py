@@ -29,7 +29,11 @@ per n-gram, a hash map per lookup); this loop walks the Arrow buffer once, with 
 token. Per n-gram it hashes the bytes, reduces the hash modulo `bucket` with two multiplications
 and finds a pruned bucket's row in a bitmap (`model_file`); a word seen before in the batch (up
 to 32 bytes) reuses the list of rows it added, in the same order, so the float32 sums are the
-same. The tests compare its labels and probabilities with fasttext-predict's on real text.
+same. A word of up to 8 bytes is found in the vocabulary with one read (`model_file`). A text's
+rows are listed first and summed after, in the same order, each row's cache lines fetched 16
+rows ahead: a classifier's word n-gram rows are spread over hundreds of MB, and waiting for each
+in turn was most of the time of a whole document. The tests compare its labels and
+probabilities with fastText's own on real text, for every supervised model shape.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -43,7 +47,7 @@ from typing import Any
 import numba as nb
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from dataclean.jit import helper
@@ -60,6 +64,8 @@ _CACHED_BYTES = 32
 _CACHE_SLOTS = 1 << 16
 _CACHE_ROWS = 1 << 19
 _FNV_OFFSET = np.uint32(2166136261)
+# Rows ahead whose cache lines `_add_rows` asks for (16 floats, 64 bytes, a line).
+_PREFETCH_AHEAD = 16
 # fastText's multiplier of the rolling hash of word n-grams (`Dictionary::addWordNgrams`).
 _WORD_NGRAM_MULTIPLIER = np.uint64(116049371)
 
@@ -123,6 +129,42 @@ def _bucket_row(key: np.int64, pruned: bool, bits: np.ndarray, ranks: np.ndarray
     return np.int64(-1)
 
 
+@intrinsic
+def _prefetch(typingctx: Any, array: Any, row: Any, column: Any) -> Any:
+    """Ask the CPU to bring array[row, column]'s cache line in (LLVM's prefetch: read, keep)."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        kind = signature.args[0]
+        view = context.make_array(kind)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, kind, view, [args[1], args[2]])
+        byte_pointer = ir.IntType(8).as_pointer()
+        int32 = ir.IntType(32)
+        signature_type = ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32])
+        function = cgutils.get_or_insert_function(builder.module, signature_type, "llvm.prefetch.p0")
+        flags = [ir.Constant(int32, 0), ir.Constant(int32, 3), ir.Constant(int32, 1)]
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), *flags])
+        return context.get_dummy_value()
+
+    return types.void(array, types.int64, types.int64), codegen
+
+
+@helper
+def _add_rows(rows: np.ndarray, line: np.ndarray, count: int, hidden: np.ndarray) -> None:
+    """hidden += rows[line[0]], ..., rows[line[count - 1]], in that order (fastText's float32
+    sums), each row's cache lines asked for _PREFETCH_AHEAD rows before it is added: a model's
+    n-gram rows are scattered over hundreds of MB, and waiting for each in turn was most of the time."""
+    dim = rows.shape[1]
+    for k in range(count):
+        if k + _PREFETCH_AHEAD < count:
+            ahead = np.int64(line[k + _PREFETCH_AHEAD])
+            for d in range(0, dim, 16):
+                _prefetch(rows, ahead, np.int64(d))
+            _prefetch(rows, ahead, np.int64(dim - 1))  # a row need not start a line
+        row = line[k]
+        for d in range(dim):
+            hidden[d] += rows[row, d]
+
+
 @helper
 def _is_end_of_line(data: np.ndarray, i: int) -> bool:
     """Whether the 4 bytes at data[i] are `</s>`."""
@@ -181,6 +223,7 @@ def _hidden_kernel(
     cache: np.ndarray,
     cached_rows: np.ndarray,
     hashes: np.ndarray,
+    line: np.ndarray,
 ) -> None:
     """The hidden vector of each text up to ends[text] (its first `max_chars` characters) into
     hiddens[text] (zeros). The caller allocates it and the scratch arrays (`hidden_vectors`)."""
@@ -190,6 +233,11 @@ def _hidden_kernel(
     # key % bucket as two multiplications (Lemire's fastmod), for a 32-bit key.
     buckets = np.uint64(bucket if bucket > 1 else 1)  # (no builtin max: one compile less)
     inverse = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets + np.uint64(1)
+    # key % bucket for a 64-bit key (word n-grams): Barrett's quotient, at most 2 short.
+    barrett = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets
+    # Without character n-grams a token is its word row: no "<token>" and no per-batch cache
+    # (a cache probe would cost what the vocabulary probe costs).
+    subwords = maxn > 0
     cache_mask = _CACHE_SLOTS - 1
     filled = 0
     entries = 0
@@ -224,7 +272,7 @@ def _hidden_kernel(
             tokens += 1
             # A token seen before: its rows again, in the same order (the same float32 sums).
             record = False
-            if length <= _CACHED_BYTES:
+            if subwords and length <= _CACHED_BYTES:
                 entry = h & cache_mask
                 hit = False
                 while cache[entry, 0] >= 0:
@@ -241,38 +289,45 @@ def _hidden_kernel(
                 if hit:
                     first = cache[entry, 2]
                     for e in range(first, first + cache[entry, 3]):
-                        row = cached_rows[e]
-                        for d in range(dim):
-                            hidden[d] += rows[row, d]
-                    count += cache[entry, 3]
+                        line[count] = cached_rows[e]
+                        count += 1
                     i = j
                     continue
                 # Room for the token's rows: its word, and at most maxn n-grams per character.
                 record = entries * 2 < _CACHE_SLOTS and filled + 1 + maxn * (length + 2) <= _CACHE_ROWS
                 first = filled
-            # Vocabulary lookup.
+            # Vocabulary lookup: a slot holds the word's id and length, and its first 8 bytes,
+            # so that a word of up to 8 bytes is found in one read.
+            prefix = np.uint64(0)
+            for k in range(length if length < 8 else 8):
+                prefix |= np.uint64(data[i + k]) << np.uint64(8 * k)
+            key = np.int64(prefix)
             slot = h & word_mask
             wid = -1
-            while word_slots[slot] >= 0:
-                cand = word_slots[slot]
-                a, b = word_offsets[cand], word_offsets[cand + 1]
-                if b - a == length:
+            while word_slots[slot, 0] >= 0:
+                packed = word_slots[slot, 0]
+                if (packed >> 32) == length and word_slots[slot, 1] == key:
+                    cand = packed & 0xFFFFFFFF
                     same = True
-                    for k in range(length):
-                        if word_bytes[a + k] != data[i + k]:
-                            same = False
-                            break
+                    if length > 8:
+                        a = word_offsets[cand]
+                        for k in range(8, length):
+                            if word_bytes[a + k] != data[i + k]:
+                                same = False
+                                break
                     if same:
                         wid = cand
                         break
                 slot = (slot + 1) & word_mask
             if wid >= 0:
-                for d in range(dim):
-                    hidden[d] += rows[wid, d]
+                line[count] = wid
                 count += 1
                 if record:
                     cached_rows[filled] = wid
                     filled += 1
+            if not subwords:
+                i = j
+                continue
             # "<token>": "<" is character 0, the token's characters follow, ">" is the last.
             token[0] = np.uint64(60)
             char_starts[0] = 0
@@ -298,8 +353,7 @@ def _hidden_kernel(
                     key = np.int64(_mul_high(inverse * np.uint64(g), buckets))  # type: ignore[call-arg]
                     row = _bucket_row(key, pruned, bucket_bits, bucket_ranks, nwords)
                     if row >= 0:
-                        for d in range(dim):
-                            hidden[d] += rows[row, d]
+                        line[count] = row
                         count += 1
                         if record:
                             cached_rows[filled] = row
@@ -310,8 +364,7 @@ def _hidden_kernel(
                 entries += 1
             i = j
         if eos >= 0:
-            for d in range(dim):
-                hidden[d] += rows[eos, d]
+            line[count] = eos
             count += 1
         hashes[tokens] = eos_hash
         tokens += 1
@@ -320,11 +373,16 @@ def _hidden_kernel(
                 g64 = hashes[a]
                 for b in range(a + 1, tokens if tokens < a + word_ngrams else a + word_ngrams):
                     g64 = g64 * _WORD_NGRAM_MULTIPLIER + hashes[b]
-                    row = _bucket_row(np.int64(g64 % buckets), pruned, bucket_bits, bucket_ranks, nwords)
+                    # (mypy reads the intrinsic's typing signature, with its context first.)
+                    quotient = _mul_high(g64, barrett)  # type: ignore[call-arg]
+                    rest = g64 - quotient * buckets
+                    while rest >= buckets:
+                        rest -= buckets
+                    row = _bucket_row(np.int64(rest), pruned, bucket_bits, bucket_ranks, nwords)
                     if row >= 0:
-                        for d in range(dim):
-                            hidden[d] += rows[row, d]
+                        line[count] = row
                         count += 1
+        _add_rows(rows, line, count, hidden)
         if count > 0:
             scale = np.float32(1.0 / count)
             for d in range(dim):
@@ -332,6 +390,7 @@ def _hidden_kernel(
 
 
 _LABEL_BYTES = np.frombuffer(_LABEL_PREFIX, np.uint8).copy()
+
 # `</s>`'s hash as a word n-gram sees it (`_sign_extended`).
 _EOS_HASH = np.uint64(fnv_hash(b"</s>") | (0xFFFFFFFF00000000 if fnv_hash(b"</s>") >= 1 << 31 else 0))
 
@@ -381,6 +440,9 @@ def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, 
         np.empty(_CACHE_ROWS, np.int32),
         # Every token's hash, and `</s>`'s (word n-grams).
         np.empty(longest + 2, np.uint64),
+        # The rows of one text, in fastText's order: per token at most 1 + 3 * maxn per byte,
+        # per token (or `</s>`) word_ngrams - 1 word n-grams and `</s>` itself.
+        np.empty((1 + 3 * max(model.maxn, 0) + max(model.word_ngrams, 1)) * (longest + 2), np.int32),
     )
     return hiddens
 
