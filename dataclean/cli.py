@@ -85,6 +85,7 @@ LAZY_COMMANDS = {
     "classify": "dataclean.classify.cli",
     "feedback": "dataclean.feedback.analysis.cli",
     "lm": "dataclean.lm.cli",
+    "supervise": "dataclean.feedback.supervise_cli",
 }
 
 

@@ -16,7 +16,22 @@ and for a `data` diagnosis merges the blamed samples into the quarantine list at
   `scaler.unscale_(optimizer)` before `check` (as gradient clipping needs anyway);
 - `stop`: the same, and `Verdict.stop` is set with a message naming the last checkpoint before
   the spike (`note_checkpoint`) and the learning rate to resume at (0.1-0.3x the lr at the spike,
-  the usual advice after a divergence).
+  the usual advice after a divergence);
+- `rollback`: restore the last checkpoint before the spike in process (`state=`, a
+  `TrainingState`: model, optimizer, scheduler, sampler, RNG; written by `save_checkpoint`) and
+  continue at a lower lr ramped back to the schedule (`playbook=`, `dataclean.feedback.playbook`).
+  `Verdict.rollback` tells the loop to restart its loader at `Verdict.resume_step`; the blamed
+  samples are on the list, so the replay never draws them. Without `state` it stops instead;
+- `watch`: keep training and judge recovery (`dataclean.feedback.playbook`): recovered -> carry
+  on; not recovered within the window, or a second spike -> roll back as above.
+
+Every decision (watch, recovered, rollback, stop, the lr ramp) is a line of incidents.jsonl with
+`"event": "decision"` and its reason. On `skip` (and `rollback`) the lr scheduler does not advance
+for the dropped update, as Hugging Face's Trainer and Megatron-LM do for an update the fp16 loss
+scaler skipped: the guard puts back the scheduler's state (`scheduler=` or `state.scheduler`) at
+the next `check`, so the schedule counts updates, not batches. Blamed samples are listed with
+their `text_hash` whenever it can be known: the batch's `texts=`, a `view=` (or the state's
+sampler's view) with hashes, or the cleaned `corpus=` the ids come from.
 
 With `log=True` (default) the guard also writes the per-sample loss log and the step log
 (FOLDER/losses, FOLDER/steps), so `dataclean feedback` and `dataclean feedback replay` read the
@@ -25,7 +40,6 @@ same run afterwards. Torch is never imported here: tensors are read through `.it
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import math
@@ -39,16 +53,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.analyze import Settings
+from dataclean.feedback.analysis.analyze import Settings, read_corpus_rows
 from dataclean.feedback.analysis.diagnose import DIAGNOSES, DiagnosisRules, diagnose
 from dataclean.feedback.analysis.outliers import robust_z
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter
 from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
-from dataclean.quarantine.lists import empty_list, make_list, merge_lists, read_list, write_list
+from dataclean.feedback.playbook import Decision, Playbook
+from dataclean.feedback.rollback import PlaybookRunner
+from dataclean.ids import text_hash
+from dataclean.quarantine.lists import make_list, merge_into
 
-GUARD_ACTIONS = ("log", "skip", "stop")
+GUARD_ACTIONS = ("log", "skip", "stop", "watch", "rollback")
 RESUME_LR_FACTORS = (0.1, 0.3)  # of the lr at the spike: the usual advice when resuming after one
 
 logger = logging.getLogger("dataclean.guard")
@@ -92,19 +110,26 @@ class Incident:
     checkpoint: str | None = None
     checkpoint_step: int | None = None
     resume_lr: list[float] | None = None
+    event: str = "spike"
     time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
 @dataclass
 class Verdict:
     """What the loop should do with this step: `skip` (its update is dropped), `stop` (end
-    training; `message` says from where to resume), and the `incident` when the step spiked."""
+    training; `message` says from where to resume), `rollback` (a checkpoint was restored:
+    restart the loader and count steps from `resume_step`), the `incident` when the step spiked,
+    the playbook's `decisions` and the lr factor of this step's update."""
 
     step: int
     incident: Incident | None = None
     skip: bool = False
     stop: bool = False
     message: str = ""
+    rollback: bool = False
+    resume_step: int | None = None
+    lr_factor: float = 1.0
+    decisions: list[Decision] = field(default_factory=list)
 
 
 class _StepHistory:
@@ -137,6 +162,15 @@ class _StepHistory:
         columns += [pa.array(rows[:, i], from_pandas=True) for i in range(1, 5)]
         return pa.Table.from_arrays(columns, schema=S.STEP_LOG_SCHEMA)
 
+    def truncate(self, step: int) -> None:
+        """Forget the steps at or after `step` (a rollback abandoned them)."""
+        n = min(self.count, self.size)
+        rows = self.values[np.arange(self.count - n, self.count) % self.size]
+        kept = rows[rows[:, 0] < step]
+        self.values[:] = np.nan
+        self.values[: len(kept)] = kept
+        self.count = len(kept)
+
 
 class TrainingGuard:
     """Watches a training run step by step; see the module docstring.
@@ -151,6 +185,9 @@ class TrainingGuard:
     `agree`: with several data-parallel ranks, a collective that returns the largest of every
     rank's code (0 go on, 1 skip, 2 stop), e.g. `torch_utils.max_over_ranks`: all ranks then skip
     or stop together, so their replicas stay identical (a rank's guard sees only its own batch).
+    `state`: a `TrainingState` for `rollback`/`watch` (and `save_checkpoint`). `playbook`: the
+    watch window, lr factor and ramp (`Playbook`). `corpus`: the cleaned corpus (a dataclean
+    output folder) the sample ids come from, for the text hashes of blamed samples.
     """
 
     def __init__(
@@ -165,6 +202,9 @@ class TrainingGuard:
         history: int = 2048,
         view: Any = None,
         agree: Callable[[int], int] | None = None,
+        state: Any = None,
+        playbook: Playbook | None = None,
+        corpus: str | os.PathLike[str] | None = None,
     ) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -174,14 +214,22 @@ class TrainingGuard:
                 raise ConfigError(f"guard action: {chosen!r} is not one of {', '.join(GUARD_ACTIONS)}")
             if diagnosis not in DIAGNOSES:
                 raise ConfigError(f"guard action: {diagnosis!r} is not a diagnosis ({', '.join(DIAGNOSES)})")
+        if agree is not None and {"watch", "rollback"} & set(actions.values()):
+            raise ConfigError(
+                "guard action: watch and rollback restore one process; with several ranks run "
+                "under `dataclean supervise`, which relaunches every rank from the checkpoint"
+            )
         self.actions = actions
         self.quarantine_path = Path(quarantine) if quarantine else self.folder / "quarantine.parquet"
         self.incidents_path = self.folder / "incidents.jsonl"
         self.rank = rank
         self.monitor = monitor or default_monitor()
         self.rules = rules or DiagnosisRules()
-        self.view = view
+        self.view = view if view is not None else getattr(getattr(state, "sampler", None), "view", None)
         self.agree = agree
+        self.state = state
+        self.corpus = corpus
+        self.playbook = PlaybookRunner(playbook)
         self.incidents: list[Incident] = []
         self.checkpoints: list[tuple[int, str]] = []
         self.stopped: Verdict | None = None
@@ -189,10 +237,24 @@ class TrainingGuard:
         self.loss_log = LossLogWriter(self.folder / "losses", rank=rank) if log else None
         self.step_log = StepLogWriter(self.folder / "steps", rank=rank) if log else None
 
+    def forget_steps(self, step: int) -> None:
+        """A rollback to `step`: the remembered steps from it on belong to the abandoned run."""
+        self._history.truncate(step)
+
     def note_checkpoint(self, path: str | os.PathLike[str], step: int) -> None:
         """Record a checkpoint; `step` is the step training resumes at from it (the number of
         optimizer steps it holds), so it is "before" a spike at any step >= `step`."""
         self.checkpoints.append((int(step), str(path)))
+
+    def save_checkpoint(self, path: str | os.PathLike[str], step: int) -> Path:
+        """Write the `state` (model, optimizer, scheduler, sampler, RNG) to `path` and note it as
+        the checkpoint training resumes from at `step`; a rollback restores it."""
+        if self.state is None:
+            raise ConfigError("save_checkpoint: the guard has no state= (a TrainingState) to save")
+        self.playbook.release_scheduler()  # a skipped update's scheduler advance is not saved
+        written = Path(self.state.save(path, step))
+        self.note_checkpoint(written, step)
+        return written
 
     def check(
         self,
@@ -207,19 +269,28 @@ class TrainingGuard:
         optimizer: Any = None,
         tokens: Any = None,
         epoch: int | None = None,
+        texts: Sequence[str] | None = None,
+        scheduler: Any = None,
     ) -> Verdict:
         """Judge one step (after backward, before `optimizer.step()`); see the module docstring.
 
         `losses`: the batch's per-sample losses in the order of `sample_ids` (list, numpy array or
         tensor). `scaler`: a GradScaler, whose current scale is the step's loss scale. `optimizer`:
-        needed for `skip`/`stop` to drop this step's update.
+        needed for `skip`/`stop` to drop this step's update (default: the state's). `texts`: the
+        batch's texts (hashed only on a spike). `scheduler`: whose advance a skipped update undoes
+        (default: the state's). `lr`: the schedule's lr (default: read from the optimizer).
         """
+        if self.state is not None:
+            optimizer = optimizer if optimizer is not None else self.state.optimizer
+            scheduler = scheduler if scheduler is not None else self.state.scheduler
+        factor = self.playbook.begin(step, optimizer)
         loss_value = _scalar(loss)
         assert loss_value is not None
         grad = _scalar(grad_norm)
         rate = _scalar(lr)
         if rate is None and optimizer is not None:
             rate = float(optimizer.param_groups[0]["lr"])
+        rate = None if rate is None else rate * factor  # the lr this step's update uses
         scale = (
             _scalar(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else _scalar(loss_scale)
         )
@@ -236,9 +307,15 @@ class TrainingGuard:
         event = self.monitor.update(step, loss_value, sample_ids, lr=rate, grad_norm=grad, loss_scale=scale)
         if event is None:
             verdict = Verdict(step=step)
+            decision = self.playbook.recovery.observe(step, loss_value)
         else:
             batch = self._batch_table(step, sample_ids, per_sample, epoch)
-            verdict = self._on_spike(event, batch, scaler, epoch)
+            verdict = self._on_spike(event, batch, scaler, epoch, texts)
+            assert verdict.incident is not None
+            decision = self.playbook.on_spike(verdict.incident, self.monitor)
+        verdict.lr_factor = factor
+        if decision is not None:
+            self._decide(verdict, decision)
         if self.agree is not None:  # every rank calls it every step: a collective
             mine = 2 if verdict.stop else 1 if verdict.skip else 0
             agreed = int(self.agree(mine))
@@ -251,11 +328,33 @@ class TrainingGuard:
                 logger.warning(verdict.message)
         if verdict.skip and optimizer is not None:
             drop_update(optimizer)
+            if not verdict.rollback:
+                self.playbook.hold_scheduler(scheduler, optimizer)
         if verdict.stop:
             self.stopped = verdict
         return verdict
 
-    def _on_spike(self, event: SpikeEvent, batch: pa.Table | None, scaler: Any, epoch: int | None) -> Verdict:
+    def _decide(self, verdict: Verdict, decision: Decision) -> None:
+        """Carry out and record one decision of the playbook (a rollback restores a checkpoint)."""
+        if decision.decision == "rollback":
+            decision = self.playbook.roll_back(decision, self)
+        if decision.decision == "rollback":
+            verdict.skip, verdict.rollback, verdict.resume_step = True, True, decision.checkpoint_step
+        elif decision.decision == "stop":
+            verdict.skip = verdict.stop = True
+        verdict.decisions.append(decision)
+        self._record(asdict(decision))
+        text = f"dataclean guard: step {decision.step}: {decision.decision}: {decision.why}"
+        verdict.message = f"{verdict.message}\n{text}" if verdict.message else text
+        logger.warning(text)
+
+    def _record(self, record: dict[str, Any]) -> None:
+        with open(self.incidents_path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def _on_spike(
+        self, event: SpikeEvent, batch: pa.Table | None, scaler: Any, epoch: int | None, texts: Any
+    ) -> Verdict:
         """Diagnose a spike, quarantine a data spike's samples, record the incident."""
         step, rate, grad, scale = event.step, event.lr, event.grad_norm, event.loss_scale
         extra: list[tuple[float, ...]] = []
@@ -265,7 +364,8 @@ class TrainingGuard:
         spike = diagnose(event, self._history.table(extra), batch, self.rules)
         chosen = self.actions.get(spike.diagnosis, "log")
         blamed = spike.sample_ids if spike.diagnosis == "data" else []
-        quarantined = self._quarantine(step, blamed, batch) if blamed else []
+        hashes = self._text_hashes(blamed, event.sample_ids, texts) if blamed else {}
+        quarantined = self._quarantine(step, blamed, batch, hashes) if blamed else []
         losses = [] if batch is None else batch.column(S.LOSS).to_pylist()
         incident = Incident(
             step=step,
@@ -292,8 +392,7 @@ class TrainingGuard:
         )
         verdict.message = self._message(incident, chosen)
         self.incidents.append(incident)
-        with open(self.incidents_path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(asdict(incident), ensure_ascii=False) + "\n")
+        self._record(asdict(incident))
         logger.warning(verdict.message)
         return verdict
 
@@ -317,7 +416,31 @@ class TrainingGuard:
             schema=S.LOSS_LOG_SCHEMA,
         )
 
-    def _quarantine(self, step: int, blamed: list[str], batch: pa.Table | None) -> list[str]:
+    def _text_hashes(self, blamed: list[str], ids: list[str], texts: Sequence[str] | None) -> dict[str, str]:
+        """The text hashes of the blamed samples: from the batch's texts, else the view, else the
+        corpus (ids it lacks stay without one)."""
+        found: dict[str, str] = {}
+        if texts is not None:
+            if len(texts) != len(ids):
+                raise ValueError(f"{len(ids)} sample ids but {len(texts)} texts")
+            wanted = set(blamed)
+            pairs = zip(ids, texts, strict=True)
+            found = {i: text_hash(t) for i, t in pairs if i in wanted and t is not None}
+        hash_of = getattr(self.view, "text_hash_of", None)
+        for sample_id in blamed:
+            value = hash_of(sample_id) if hash_of and sample_id not in found else None
+            if value is not None:
+                found[sample_id] = value
+        lacking = [i for i in blamed if i not in found]
+        if lacking and self.corpus is not None:
+            rows, _ = read_corpus_rows(self.corpus, lacking)
+            keys, values = rows.column(C.ID).to_pylist(), rows.column(C.TEXT_HASH).to_pylist()
+            found |= dict(zip(keys, values, strict=True))
+        return found
+
+    def _quarantine(
+        self, step: int, blamed: list[str], batch: pa.Table | None, hashes: dict[str, str]
+    ) -> list[str]:
         """Merge the blamed samples into the list file at once; returns the ids added."""
         scores: dict[str, float] = {}
         if batch is not None:
@@ -328,11 +451,10 @@ class TrainingGuard:
                 scores = {
                     str(i): float(v) for i, v in zip(batch.column(S.SAMPLE_ID).to_pylist(), z, strict=True)
                 }
-        hash_of = getattr(self.view, "text_hash_of", None)
         entries = [
             {
                 S.SAMPLE_ID: sample_id,
-                S.TEXT_HASH: hash_of(sample_id) if hash_of else None,
+                S.TEXT_HASH: hashes.get(sample_id),
                 S.REASON: f"spike:{step}",
                 S.SCORE: scores.get(sample_id),
                 S.FIRST_STEP: step,
@@ -343,15 +465,7 @@ class TrainingGuard:
             }
             for sample_id in blamed
         ]
-        self.quarantine_path.parent.mkdir(parents=True, exist_ok=True)
-        lock = self.quarantine_path.with_name(f".{self.quarantine_path.name}.lock")
-        with open(lock, "a") as handle:  # ranks sharing one list merge one after another
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                existing = read_list(self.quarantine_path) if self.quarantine_path.exists() else empty_list()
-                write_list(merge_lists(existing, make_list(entries)), self.quarantine_path)
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        merge_into(self.quarantine_path, make_list(entries))
         if self.view is not None:
             self.view.refresh()
         return blamed
@@ -370,6 +484,8 @@ class TrainingGuard:
             return head
         if chosen == "skip":
             return head + "; this step's update skipped"
+        if chosen in ("watch", "rollback"):
+            return head  # the playbook's decision follows
         before = [(s, p) for s, p in self.checkpoints if s <= incident.step]
         if before:
             incident.checkpoint_step, incident.checkpoint = max(before)

@@ -11,8 +11,12 @@ logits), weights it by the item's `weight` (a down-weighted sample counts less) 
 losses and `sample_id`s to the `GuardCallback`. The callback checks the step in
 `on_pre_optimizer_step`, after gradient clipping and before `optimizer.step()`, with the pre-clip
 grad norm the Trainer computed, the scheduler's lr and the loss scale of the fp16 grad scaler.
-`skip` drops the step's update (its gradients set to None); `stop` also ends training without
-saving, and the message names the last checkpoint saved before the spike (`on_save`). The train
+`skip` drops the step's update (its gradients set to None, the scheduler's advance undone);
+`stop` also ends training without saving, and the message names the last checkpoint saved
+before the spike (`on_save`). `watch` and `rollback` stop the same way when a rollback is due
+(the Trainer's state is not the guard's to restore): run it under `dataclean supervise`, which
+relaunches it with `--resume_from_checkpoint`; the relaunched guard then holds the lr factor
+supervise passes (DATACLEAN_LR_FACTOR) and ramps it back, through the optimizer's step hooks. The train
 sampler is a `QuarantineSampler` when the dataset is a `QuarantinedDataset`, so a resumed run
 (`trainer.train(resume_from_checkpoint=...)`) with the list in place never draws a listed sample.
 Needs `transformers` (and `accelerate`): `pip install dataclean[hf]`.
@@ -81,6 +85,7 @@ class GuardCallback(TrainerCallback):  # type: ignore[misc, unused-ignore]
             optimizer=optimizer,
             tokens=torch.cat(self._tokens),
             epoch=int(state.epoch or 0),
+            scheduler=scheduler,
         )
         self._ids, self._losses, self._tokens, self.grad_norm = [], [], [], None
 

@@ -25,6 +25,8 @@ import pyarrow.parquet as pq
 
 from dataclean.feedback import schema as S
 
+FLUSH_SECONDS_ENV = "DATACLEAN_LOG_FLUSH_SECONDS"
+
 
 def _to_numpy(values: Any, dtype: type | str) -> np.ndarray:
     """A 1-d numpy array from a list, numpy array or (duck-typed) torch tensor."""
@@ -37,7 +39,8 @@ class ParquetLogWriter:
     """Append rows of one schema to a folder of small Parquet files, one file per flush.
 
     `flush_rows`: flush when this many rows are buffered. `flush_seconds`: also flush when the
-    oldest buffered row is older than this, so a crash loses at most that much time of logging.
+    oldest buffered row is older than this, so a crash loses at most that much time of logging
+    (default 60, or DATACLEAN_LOG_FLUSH_SECONDS: `dataclean supervise` sets it to follow the logs).
     """
 
     def __init__(
@@ -47,13 +50,15 @@ class ParquetLogWriter:
         prefix: str,
         rank: int | None = None,
         flush_rows: int = 50_000,
-        flush_seconds: float = 60.0,
+        flush_seconds: float | None = None,
     ) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.schema = schema
         self.rank = rank
         self.flush_rows = flush_rows
+        if flush_seconds is None:
+            flush_seconds = float(os.environ.get(FLUSH_SECONDS_ENV) or 60.0)
         self.flush_seconds = flush_seconds
         started = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         rank_part = f"r{rank:05d}" if rank is not None else "r00000"

@@ -79,6 +79,14 @@ class SpikeMonitor:
             spread_limit = level + self.k * mad
         return level, max(spread_limit, self.min_ratio * level)
 
+    def recent_losses(self) -> np.ndarray:
+        """The recent non-spike losses the detector judges by (a copy)."""
+        return np.fromiter(self._recent, dtype="float64")
+
+    def reset_recent(self, losses: np.ndarray) -> None:
+        """Judge by `losses` from now on (a rollback returns the detector to before the spike)."""
+        self._recent = deque((float(v) for v in losses), maxlen=self.window)
+
     def update(
         self,
         step: int,

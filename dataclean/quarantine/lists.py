@@ -9,6 +9,7 @@ sources. So merging is idempotent: `merge(merge(a, b), b) == merge(a, b)`.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 from collections.abc import Iterable
@@ -128,3 +129,21 @@ def merge_lists(*tables: pa.Table) -> pa.Table:
             else:
                 merged[key] = row
     return pa.Table.from_pylist(list(merged.values()), schema=S.QUARANTINE_SCHEMA)
+
+
+def merge_into(path: str | os.PathLike[str], entries: pa.Table) -> pa.Table:
+    """Merge `entries` into the list file at `path` (created if missing) and return the merged
+    list. Writers sharing one list (ranks, the guard and `dataclean supervise`) take a lock file
+    beside it, so they merge one after another and no entry is lost."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = target.with_name(f".{target.name}.lock")
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            existing = read_list(target) if target.exists() else empty_list()
+            merged = merge_lists(existing, entries)
+            write_list(merged, target)
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return merged

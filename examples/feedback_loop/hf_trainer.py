@@ -1,13 +1,17 @@
 """The training guard and per-sample loss logs in a Hugging Face `Trainer`, for `dataclean feedback`.
 
     python examples/feedback_loop/hf_trainer.py CLEANED_OUT LOG_DIR [--steps 40] [--action log]
+    dataclean supervise --logs LOG_DIR --checkpoints LOG_DIR/trainer -- \
+        python examples/feedback_loop/hf_trainer.py CLEANED_OUT LOG_DIR --steps 400 --save-steps 50
 
 trains a tiny GPT-2 (built from a config: no download) with a byte-level "tokenizer" on a
 cleaned corpus under `GuardedTrainer`, then prints the `dataclean feedback` command for its logs.
 The guard (`TrainingGuard(LOG_DIR, action=...)`) writes what that command reads, the per-sample
 loss log (LOG_DIR/losses) and the step log (LOG_DIR/steps), and LOG_DIR/incidents.jsonl for the
 spikes it sees live. With `--action skip` it also skips the update of a step whose spike the data
-explains and quarantines the samples behind it at once (LOG_DIR/quarantine.parquet).
+explains and quarantines the samples behind it at once (LOG_DIR/quarantine.parquet). Under
+`dataclean supervise` (the second line) a spike kills the run, which is relaunched from the last
+checkpoint before it with `--resume_from_checkpoint` at a lower lr, ramped back by the guard.
 
 What a dataset needs:
 1. dataclean's `id` as a `sample_id` column; `QuarantinedDataset` leaves listed samples out and
@@ -56,7 +60,15 @@ def byte_collator(seq_len: int):  # type: ignore[no-untyped-def]
     return collate
 
 
-def main(corpus: Path, logs: Path, steps: int = 40, action: str = "log", seq_len: int = 128) -> None:
+def main(
+    corpus: Path,
+    logs: Path,
+    steps: int = 40,
+    action: str = "log",
+    seq_len: int = 128,
+    save_steps: int = 0,
+    resume_from_checkpoint: str | None = None,
+) -> None:
     from datasets import Dataset
 
     folder = corpus / "data" if (corpus / "data").is_dir() else corpus
@@ -77,14 +89,15 @@ def main(corpus: Path, logs: Path, steps: int = 40, action: str = "log", seq_len
         logging_steps=steps,
         remove_unused_columns=False,  # keep sample_id and weight for compute_loss
         report_to=[],
-        save_strategy="no",
+        save_strategy="steps" if save_steps else "no",  # LOG_DIR/trainer/checkpoint-N
+        save_steps=save_steps or 500,
         use_cpu=True,
         disable_tqdm=True,
     )
     trainer = GuardedTrainer(
         model=model, args=arguments, train_dataset=data, data_collator=byte_collator(seq_len), guard=guard
     )
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     print(
         f"dataclean feedback --losses {logs / 'losses'} --steps {logs / 'steps'} --corpus {corpus}"
         f" -o {logs / 'feedback'}"
@@ -96,6 +109,15 @@ if __name__ == "__main__":
     parser.add_argument("corpus", type=Path, help="a dataclean output folder (or its data/)")
     parser.add_argument("logs", type=Path)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--action", default="log", choices=["log", "skip", "stop"])
+    parser.add_argument("--action", default="log", choices=["log", "skip", "stop", "watch", "rollback"])
+    parser.add_argument("--save-steps", type=int, default=0, help="checkpoint every N steps (0: none)")
+    parser.add_argument("--resume_from_checkpoint", help="LOG_DIR/trainer/checkpoint-N to resume from")
     options = parser.parse_args()
-    main(options.corpus, options.logs, options.steps, options.action)
+    main(
+        options.corpus,
+        options.logs,
+        options.steps,
+        options.action,
+        save_steps=options.save_steps,
+        resume_from_checkpoint=options.resume_from_checkpoint,
+    )
