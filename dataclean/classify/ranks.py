@@ -78,12 +78,16 @@ class WriteRanks:
 
 def float_column(table: pa.Table, name: str) -> np.ndarray:
     """A numeric column as float64 numpy, nulls as NaN."""
-    return table.column(name).cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+    values: np.ndarray = (
+        table.column(name).cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+    )
+    return values
 
 
 def lang_column(table: pa.Table) -> np.ndarray:
     """`lang` as a numpy object array, null as the empty string (the quantiles' group)."""
-    return table.column(C.LANG).cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
+    values: np.ndarray = table.column(C.LANG).cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False)
+    return values
 
 
 def cut_arrays(quantiles: dict[str, list[float]], count: int = len(GRID_QUANTILES)) -> dict[str, np.ndarray]:

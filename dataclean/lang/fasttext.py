@@ -125,7 +125,7 @@ def _bucket_row(key: np.int64, pruned: bool, bits: np.ndarray, ranks: np.ndarray
     bit = np.uint64(key & 63)
     one = np.uint64(1)
     if (word >> bit) & one:
-        return np.int64(ranks[key >> 6] + np.int64(_popcount(word & ((one << bit) - one))))
+        return np.int64(ranks[key >> 6] + np.int64(_popcount(word & ((one << bit) - one))))  # type: ignore[call-arg]
     return np.int64(-1)
 
 
@@ -136,11 +136,13 @@ def _prefetch(typingctx: Any, array: Any, row: Any, column: Any) -> Any:
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         kind = signature.args[0]
         view = context.make_array(kind)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(context, builder, kind, view, [args[1], args[2]])
+        pointer = cgutils.get_item_pointer(context, builder, kind, view, [args[1], args[2]])  # type: ignore[no-untyped-call]
         byte_pointer = ir.IntType(8).as_pointer()
         int32 = ir.IntType(32)
         signature_type = ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32])
-        function = cgutils.get_or_insert_function(builder.module, signature_type, "llvm.prefetch.p0")
+        function = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module, signature_type, "llvm.prefetch.p0"
+        )
         flags = [ir.Constant(int32, 0), ir.Constant(int32, 3), ir.Constant(int32, 1)]
         builder.call(function, [builder.bitcast(pointer, byte_pointer), *flags])
         return context.get_dummy_value()
@@ -158,8 +160,8 @@ def _add_rows(rows: np.ndarray, line: np.ndarray, count: int, hidden: np.ndarray
         if k + _PREFETCH_AHEAD < count:
             ahead = np.int64(line[k + _PREFETCH_AHEAD])
             for d in range(0, dim, 16):
-                _prefetch(rows, ahead, np.int64(d))
-            _prefetch(rows, ahead, np.int64(dim - 1))  # a row need not start a line
+                _prefetch(rows, ahead, np.int64(d))  # type: ignore[call-arg]
+            _prefetch(rows, ahead, np.int64(dim - 1))  # type: ignore[call-arg]  # a row need not start a line
         row = line[k]
         for d in range(dim):
             hidden[d] += rows[row, d]
@@ -374,7 +376,7 @@ def _hidden_kernel(
                 for b in range(a + 1, tokens if tokens < a + word_ngrams else a + word_ngrams):
                     g64 = g64 * _WORD_NGRAM_MULTIPLIER + hashes[b]
                     # (mypy reads the intrinsic's typing signature, with its context first.)
-                    quotient = _mul_high(g64, barrett)  # type: ignore[call-arg]
+                    quotient: np.uint64 = _mul_high(g64, barrett)  # type: ignore[call-arg]
                     rest = g64 - quotient * buckets
                     while rest >= buckets:
                         rest -= buckets
