@@ -7,7 +7,7 @@ warm-up (one untimed pass over the first 200 documents) and the same number of t
 round-robin so that all see the same load on a shared machine (each round starting one case
 later, so that no case always runs first); each figure is the median over the rounds with the
 min-max beside it:
-- dataclean's CleanText stage on Arrow batches (the whole stage: cleaning, garbage, repetition),
+- dataclean's CleanText stage on Arrow batches (the whole stage: cleaning, garbage),
   its `clean_text` function alone, and CleanText followed by the `language` stage that comes
   after it in the default recipe (lid.176 on the first 2,000 characters; its model read once,
   outside the timing, as once per worker);
@@ -224,7 +224,7 @@ def main() -> None:
         return found
 
     for function in cases_for(docs[:WARM_UP_DOCS]).values():
-        function()  # the same warm-up for all (compiles the repetition kernel, fills caches)
+        function()  # the same warm-up for all (compiles the kernels, fills caches)
     cases = cases_for(docs)
     seconds = timed_rounds(cases, args.rounds)
     memory = {name: peak_memory(function) for name, function in cases.items()}

@@ -29,7 +29,8 @@ Rates are per core: MB (UTF-8 text) / (seconds x cores).
    (benchmarks/reference_dedup.py: exact Jaccard of all pairs of 5-gram shingle sets): duplicate
    pairs left in the output, and rows dropped with no kept row at J >= 0.7.
 4. Stage benchmarks, one core, each in its own process with --json: bench_signatures.py (MinHash
-   against datasketch and rensa), bench_clean.py, bench_split.py, bench_perplexity.py; what each
+   against datasketch and rensa), bench_clean.py, bench_split.py, bench_perplexity.py,
+   bench_quality.py (the quality stage against datatrove's four filters); what each
    prints (agreement, repair quality, where the time goes) is kept in WORK/<script>.txt.
 
 Default size: about 30 minutes on 2 shared cores; --quick: a few minutes. Results also go to
@@ -278,7 +279,8 @@ def dedup_rows(corpus: Path, work: Path, runs: int, shards: int, note: str, know
 
 
 def stage_benchmarks(work: Path, quick: bool) -> list[dict[str, Any]]:
-    """bench_signatures, bench_clean, bench_split and bench_perplexity, each in its own process."""
+    """bench_signatures, bench_clean, bench_split, bench_perplexity and bench_quality, each in its
+    own process."""
     runs = {
         "bench_signatures.py": [
             *("--rounds", "1" if quick else "5", "--docs", "2000" if quick else "5000"),
@@ -287,6 +289,7 @@ def stage_benchmarks(work: Path, quick: bool) -> list[dict[str, Any]]:
         "bench_clean.py": ["--repeat", "1" if quick else "4", "--rounds", "1" if quick else "5"],
         "bench_split.py": ["--repeat", "1" if quick else "3"],
         "bench_perplexity.py": ["--repeat", "1" if quick else "5"],
+        "bench_quality.py": ["--repeat", "1", "--rounds", "1" if quick else "3"],
     }
     rows: list[dict[str, Any]] = []
     for script, options in runs.items():

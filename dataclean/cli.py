@@ -192,7 +192,7 @@ def _close_writing_report(engine: Any, output: str) -> None:
     "settings",
     multiple=True,
     metavar="STAGE.PARAM=VALUE",
-    help="Set a stage parameter, e.g. --set clean.max_repeat_chars=200.",
+    help="Set a stage parameter, e.g. --set clean.max_garbage_fraction=0.5.",
 )
 @click.option(
     "--max-chars",

@@ -31,6 +31,10 @@ ACTION = "action"
 BAD_BYTES = "bad_bytes"
 # Added by the clean stage: characters removed or replaced by clean_text.
 REMOVED_CHARS = "clean_removed_chars"
+# Added by the quality stage in annotate mode: every rule's statistic, one struct per row.
+QUALITY_SIGNALS = "quality_signals"
+# Added by the quality stage in filter mode: long n-gram runs cut back in the row's text.
+QUALITY_RUNS_CUT = "quality_runs_cut"
 
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.

@@ -8,17 +8,22 @@ from dataclean.stages.clean import CleanText
 from dataclean.stages.dedup import DropDuplicates
 from dataclean.stages.language import IdentifyLanguage
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
+from dataclean.stages.quality import FilterQuality
 from dataclean.stages.quarantine import DropQuarantined
 from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> language -> dedup -> split -> perplexity -> perplexity_filter -> classify -> quarantine."""
+    """clean -> language -> quality -> dedup -> split -> perplexity -> perplexity_filter -> classify
+    -> quarantine."""
     return [
         CleanText(),
         # Right after clean: dedup's shingles and the perplexity model follow the language.
         # Keeps every language unless `--set language.keep=zh,en`.
         IdentifyLanguage(),
+        # Right after language (its thresholds follow `lang`), before dedup as FineWeb orders it:
+        # Gopher repetition and quality, C4, FineWeb, long n-gram runs (datatrove's reasons).
+        FilterQuality(),
         # Before split: duplicates are whole documents, not chunks.
         DropDuplicates(),
         SplitLongDocuments(),

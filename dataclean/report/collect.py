@@ -7,12 +7,13 @@ are absent from the run is None, and the page leaves its section out.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from dataclean.report.clusters import ClusterSummary, cluster_summary
 from dataclean.report.compare import Comparison, compare_runs
+from dataclean.report.drops import drops_by_language
 from dataclean.report.excerpts import Excerpt, sample_excerpts
 from dataclean.report.languages import LanguageSummary, language_summary
 from dataclean.report.lengths import LengthSummary, length_summary
@@ -32,6 +33,8 @@ class RunReport:
     clusters: ClusterSummary | None
     comparison: Comparison | None
     generated_at: str
+    # {reason kind: {language: rows}} of the dropped rows (which rule drops what in each language)
+    drops_by_language: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def stages(self) -> list[dict[str, Any]]:
@@ -55,6 +58,7 @@ def build_report(root: str, compare_to: str | None = None) -> RunReport:
         lengths = pool.submit(length_summary, output)
         languages = pool.submit(language_summary, output)
         clusters = pool.submit(cluster_summary, output)
+        by_language = pool.submit(drops_by_language, output)
         comparison = compare_runs(output, load_output(compare_to)) if compare_to else None
         return RunReport(
             output=output,
@@ -65,4 +69,5 @@ def build_report(root: str, compare_to: str | None = None) -> RunReport:
             clusters=clusters.result(),
             comparison=comparison,
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            drops_by_language=by_language.result(),
         )

@@ -194,6 +194,7 @@ def _reasons(report: RunReport) -> str:
             [(k, n, round(100 * n / rows_in, 3)) for k, n in reasons.items()],
         )
     )
+    parts.append(_reasons_by_language(report))
     for kind, count in reasons.items():
         shown = report.excerpts.get(kind, [])
         parts.append(f"<h3>{esc(kind)} &middot; {count:,} row{'s' if count != 1 else ''}</h3>")
@@ -201,6 +202,20 @@ def _reasons(report: RunReport) -> str:
         if not shown:
             parts.append('<p class="none">No excerpt found in excluded/ or quarantined/.</p>')
     return _section("reasons", "Drops by reason", "".join(parts))
+
+
+def _reasons_by_language(report: RunReport, most: int = 8) -> str:
+    """Rows each reason drops in each of the `most` languages with the most drops."""
+    found = report.drops_by_language
+    if not found:
+        return ""
+    totals: dict[str, int] = {}
+    for per in found.values():
+        for lang, count in per.items():
+            totals[lang] = totals.get(lang, 0) + count
+    langs = sorted(totals, key=lambda lang: (-totals[lang], lang))[:most]
+    rows = [(kind, *(found[kind].get(lang, 0) for lang in langs)) for kind in sorted(found)]
+    return "<h3>By language</h3>" + table(("reason", *langs), rows)
 
 
 def _languages(report: RunReport) -> str:

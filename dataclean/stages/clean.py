@@ -25,9 +25,9 @@ The Arrow stage `CleanText` adds `clean_removed_chars` (characters removed or re
 `language` stage after it adds `lang`), and drops rows that are:
 - `empty`: nothing but whitespace is left;
 - `garbage`: control, replacement, private-use and box/block-symbol characters plus the
-  undecodable bytes the reader removed make up more than `max_garbage_fraction` of the row;
-- `repetition`: a unit of 1-`max_repeat_period` characters repeats over `max_repeat_chars` or more
-  characters (see `dataclean.text.repetition`).
+  undecodable bytes the reader removed make up more than `max_garbage_fraction` of the row.
+Degenerate repetition ("hahaha...", "的的的...", the reason `clean:repetition` before) is the
+`quality` stage's long n-gram run rule now (`quality:long_ngram_run`; shorter runs are cut out).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from dataclean.errors import ConfigError
 from dataclean.stage import Stage, with_drops
 from dataclean.text.mojibake import mojibake_pair_flags, repair_lines
 from dataclean.text.removal import char_classes, removal_pass
-from dataclean.text.repetition import repetition_flags
 
 # Any character that the removal steps may change, or that counts as garbage: the fast-path test.
 _SUSPECT = re.compile(
@@ -120,11 +119,10 @@ def clean_text(
 
 @dataclass
 class CleanText(Stage):
-    """Clean every row's text and drop rows left empty, mostly garbage or degenerate repetitions.
+    """Clean every row's text and drop rows left empty or mostly garbage.
 
     `max_garbage_fraction`: drop when garbage characters + undecodable bytes exceed this share
-    of the row's characters. `max_repeat_chars`: drop when a repeated unit of at most
-    `max_repeat_period` characters spans this many characters (0 turns the check off).
+    of the row's characters.
     """
 
     name: ClassVar[str] = "clean"
@@ -134,8 +132,6 @@ class CleanText(Stage):
     fix_mojibake: bool = True
     unescape_html: bool = True
     max_garbage_fraction: float = 0.3
-    max_repeat_chars: int = 100
-    max_repeat_period: int = 10
 
     def __post_init__(self) -> None:
         if self.normalization not in ("none", "NFC", "NFKC"):
@@ -143,15 +139,6 @@ class CleanText(Stage):
         if not 0.0 < self.max_garbage_fraction <= 1.0:
             raise ConfigError(
                 f"clean.max_garbage_fraction must be in (0, 1], got {self.max_garbage_fraction}"
-            )
-        if self.max_repeat_chars < 0:
-            raise ConfigError(f"clean.max_repeat_chars must be >= 0, got {self.max_repeat_chars}")
-        if self.max_repeat_period < 1 or (
-            self.max_repeat_chars and self.max_repeat_period >= self.max_repeat_chars
-        ):
-            raise ConfigError(
-                "clean.max_repeat_period must be at least 1 and below clean.max_repeat_chars, "
-                f"got {self.max_repeat_period}"
             )
 
     def __call__(self, table: pa.Table) -> pa.Table:
@@ -192,22 +179,16 @@ class CleanText(Stage):
             "empty" if empty else "garbage" if found + lost > limit * (size + lost) else None
             for empty, found, lost, size in zip(blank, garbage, bad, chars, strict=True)
         ]
-        if self.max_repeat_chars:  # on the cleaned Arrow column's bytes, in place
-            flags = repetition_flags(text_array, self.max_repeat_period, self.max_repeat_chars)
-            reasons = [r if r or not f else "repetition" for r, f in zip(reasons, flags, strict=True)]
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
         table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         return with_drops(table, reasons)
 
     def compile_kernels(self) -> None:
-        """The repetition scan's kernel, the mojibake pair scan's and the removal pass's, when the
-        stage runs them."""
+        """The mojibake pair scan's kernel and the removal pass's, when the stage runs them."""
         if self.normalization == "none":
             removal_pass(pa.array(["a\u00a0b\r\n cafÃ© ab"], pa.string()), _classes(), self.fix_mojibake)
         elif self.fix_mojibake:
             mojibake_pair_flags(pa.array(["cafÃ© ab"], pa.string()))
-        if self.max_repeat_chars:
-            repetition_flags(["ab" * 100], self.max_repeat_period, self.max_repeat_chars)
 
 
 def _string_column(column: pa.ChunkedArray) -> pa.Array:

@@ -5,7 +5,8 @@
 Needs only this repository (the text comes from the sample dataclean ships) and torch.
 1. build a corpus: English WikiText-2 paragraphs plus bad samples of four kinds (see corpus.py);
    the answer key stays in WORK/injected.json;
-2. `dataclean run` it (default recipe, default settings);
+2. `dataclean run` it (default recipe and settings, without the quality stage, whose web-page rules
+   would drop most of these short paragraphs);
 3. train a tiny byte-level transformer on the result for a few CPU minutes, logging per-sample
    losses and steps (train.py); in the middle of the last epoch a corrupt shard read puts
    `SPIKE_RECORDS` binary records into one batch: a data spike;
@@ -187,7 +188,9 @@ def first_pass(work: Path, epochs: int = 4, executor: str = "local") -> dict[str
     records = corpus.spike_records(SPIKE_RECORDS)
     print(f"   {len(injected)} injected: {dict(Counter(injected.values()))}")
     print("2. cleaning", flush=True)
-    run = ["--executor", executor, "--overwrite", "--quiet"]
+    # Without the quality stage: its web-page rules (Gopher's 50 words, C4's 5 sentences) would
+    # drop most of this corpus's 200-450 character training paragraphs, which are not web pages.
+    run = ["--executor", executor, "--overwrite", "--quiet", "--skip", "quality"]
     dataclean("run", str(work / "input" / "corpus.jsonl"), "-o", str(work / "clean1"), *run)
     print("3. training on the cleaned corpus", flush=True)
     per_epoch = len(ids_in(work / "clean1" / "data")) // BATCH
@@ -233,7 +236,7 @@ def main() -> None:
         str(work / "clean2"),
         "--quarantine",
         str(work / "feedback" / "quarantine.parquet"),
-        *("--executor", args.executor, "--overwrite", "--quiet"),
+        *("--executor", args.executor, "--overwrite", "--quiet", "--skip", "quality"),
     )
     train.train(work / "clean2", work / "logs2", work / "heldout.jsonl", epochs=args.epochs, batch_size=BATCH)
 

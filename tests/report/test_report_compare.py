@@ -39,7 +39,7 @@ def _two_runs(tmp_path: Path) -> tuple[Path, Path]:
     plain = {f"doc-{i:02d}": f"Plain text number {i}." for i in range(10)}
     earlier = _run(tmp_path, "earlier", {**plain, "doc-10": "   "}, ["q-1"])
     now_texts = {k: v for k, v in plain.items() if k != "doc-05"}
-    now_texts.update({"doc-09": "ha" * 200, "doc-10": "Fine now.", "doc-12": "A new document."})
+    now_texts.update({"doc-09": "\ue000" * 50, "doc-10": "Fine now.", "doc-12": "A new document."})
     now = _run(tmp_path, "now", now_texts, ["q-1", "q-2"])
     return earlier, now
 
@@ -48,11 +48,11 @@ def test_compare_explains_every_kept_id_that_moved(tmp_path: Path) -> None:
     earlier, now = _two_runs(tmp_path)
     comparison = compare_runs(load_output(str(now)), load_output(str(earlier)))
     lost = {m.reason: (m.count, [e.id for e in m.examples]) for m in comparison.lost}
-    assert lost == {"clean:repetition": (1, ["doc-09"]), NOT_FOUND_NOW: (1, ["doc-05"])}
+    assert lost == {"clean:garbage": (1, ["doc-09"]), NOT_FOUND_NOW: (1, ["doc-05"])}
     gained = {m.reason: (m.count, [e.id for e in m.examples]) for m in comparison.gained}
     assert gained == {"clean:empty": (1, ["doc-10"]), NOT_FOUND_BEFORE: (1, ["doc-12"])}
     reasons = {name: (before, after) for name, before, after in comparison.reasons}
-    assert reasons == {"clean:repetition": (0, 1), "clean:empty": (1, 0)}
+    assert reasons == {"clean:garbage": (0, 1), "clean:empty": (1, 0)}
     totals = {name: (before, after) for name, before, after in comparison.totals}
     assert totals["kept"] == (10, 10) and totals["rows_in"] == (11, 11)
     newly = comparison.newly_quarantined

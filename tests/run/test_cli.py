@@ -24,28 +24,30 @@ def _invoke(*args: str) -> tuple[int, str]:
 def test_run_on_the_sample_prints_a_summary(tmp_path: Path) -> None:
     code, output = _invoke("run", str(SAMPLE), "-o", str(tmp_path / "out"), "--executor", "local")
     assert code == 0, output
-    assert "clean:repetition" in output and "kept" in output
+    assert "quality:" in output and "kept" in output
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["totals"]["invariant_holds"]
 
 
 def test_set_changes_a_parameter_and_skip_removes_a_stage(tmp_path: Path) -> None:
     inp = write_jsonl(tmp_path / "in.jsonl", [{"text": "x " + "ab" * 100}, {"text": "fine"}])
-    code, _ = _invoke(
-        "run", str(inp), "-o", str(tmp_path / "a"), "--executor", "local", "--set", "clean.max_repeat_chars=0"
-    )
+    local = ("--executor", "local")
+    # both rows are too short for the quality stage's rules; "abab..." is also a long n-gram run
+    families = ("gopher_repetition", "gopher_quality", "c4", "fineweb", "long_ngram_run")
+    off = [arg for name in families for arg in ("--set", f"quality.{name}=off")]
+    code, _ = _invoke("run", str(inp), "-o", str(tmp_path / "a"), *local, *off)
     assert code == 0 and len(read_rows(tmp_path / "a" / "data")) == 2
-    code, _ = _invoke("run", str(inp), "-o", str(tmp_path / "b"), "--executor", "local", "--skip", "clean")
+    code, _ = _invoke("run", str(inp), "-o", str(tmp_path / "b"), *local, "--skip", "quality")
     assert code == 0 and len(read_rows(tmp_path / "b" / "data")) == 2
-    code, _ = _invoke("run", str(inp), "-o", str(tmp_path / "c"), "--executor", "local", "--only", "clean")
-    assert code == 0 and len(read_rows(tmp_path / "c" / "data")) == 1
+    code, _ = _invoke("run", str(inp), "-o", str(tmp_path / "c"), *local, "--only", "clean,language,quality")
+    assert code == 0 and len(read_rows(tmp_path / "c" / "data")) == 0
 
 
 def test_user_recipe_file(tmp_path: Path) -> None:
     recipe = tmp_path / "mine.py"
     recipe.write_text(
         "from dataclean.stages.clean import CleanText\n"
-        "def build():\n    return [CleanText(max_repeat_chars=0)]\n"
+        "def build():\n    return [CleanText(max_garbage_fraction=0.5)]\n"
     )
     inp = write_jsonl(tmp_path / "in.jsonl", [{"text": "x " + "ab" * 100}])
     code, output = _invoke(
@@ -72,8 +74,8 @@ def test_user_recipe_file(tmp_path: Path) -> None:
         ),
         (
             lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
-            ["--set", "clean.max_repeat_chars=abc"],
-            "clean.max_repeat_chars: 'abc' is not a valid int",
+            ["--set", "language.sample_chars=abc"],
+            "language.sample_chars: 'abc' is not a valid int",
         ),
         (
             lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),

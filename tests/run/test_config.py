@@ -7,6 +7,7 @@ import pytest
 from dataclean.config import configure, parse_settings, select_stages
 from dataclean.errors import ConfigError
 from dataclean.stages.clean import CleanText
+from dataclean.stages.language import IdentifyLanguage
 
 
 def test_values_convert_by_field_type() -> None:
@@ -15,17 +16,12 @@ def test_values_convert_by_field_type() -> None:
         {
             "fix_mojibake": "off",
             "max_garbage_fraction": "0.5",
-            "max_repeat_chars": "200",
             "normalization": "NFC",
         },
     )
     assert isinstance(stage, CleanText)
-    assert (stage.fix_mojibake, stage.max_garbage_fraction, stage.max_repeat_chars, stage.normalization) == (
-        False,
-        0.5,
-        200,
-        "NFC",
-    )
+    assert (stage.fix_mojibake, stage.max_garbage_fraction, stage.normalization) == (False, 0.5, "NFC")
+    assert configure(IdentifyLanguage(), {"sample_chars": "200"}).sample_chars == 200  # type: ignore[attr-defined]
 
 
 def test_literal_choices_are_listed() -> None:

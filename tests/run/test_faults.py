@@ -187,7 +187,8 @@ def test_bad_shards_through_the_default_pipeline_on_ray_lose_nothing(
     stats = run_pipeline(
         [str(tmp_path / "in")],
         str(tmp_path / "out"),
-        __import__("pipelines.default").default.build(),
+        # the quality stage would drop the made-up documents the books are checked with
+        [s for s in __import__("pipelines.default").default.build() if s.name != "quality"],
         ray_executor,
         ReadOptions(on_error="skip"),
     )

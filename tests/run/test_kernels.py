@@ -54,9 +54,9 @@ def test_the_cache_is_a_per_user_folder_unless_numba_cache_dir_is_set(tmp_path: 
 def _cache_dir(_: int) -> str:
     import numba
 
-    import dataclean.text.repetition as kernels
+    import dataclean.quality.signals as kernels
 
-    return f"{numba.config.CACHE_DIR} {kernels._find_runs._cache._cache_path}"
+    return f"{numba.config.CACHE_DIR} {kernels._signals_kernel._cache._cache_path}"
 
 
 def test_ray_workers_use_the_drivers_cache(ray_executor: Any) -> None:

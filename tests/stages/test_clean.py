@@ -117,7 +117,8 @@ def test_stage_drops_with_reasons_and_counts_removed_characters() -> None:
     ]
     out = CleanText()(_table(texts))
     reasons = out.column(C.DROP_REASON).to_pylist()
-    assert reasons == [None, "empty", "garbage", "repetition", "repetition", None]
+    # degenerate repetition is the quality stage's long n-gram run rule now
+    assert reasons == [None, "empty", "garbage", None, None, None]
     assert out.column(C.TEXT).to_pylist()[5] == "ab c"
     assert out.column(C.REMOVED_CHARS).to_pylist()[5] == 2
     assert C.LANG not in out.column_names  # the `language` stage after clean labels languages
@@ -128,24 +129,10 @@ def test_undecodable_bytes_count_as_garbage() -> None:
     assert out.column(C.DROP_REASON).to_pylist() == [None, "garbage"]
 
 
-def test_separator_lines_are_not_repetition() -> None:
-    text = "Title\n" + "-" * 150 + "\nBody text. " + "=" * 120 + "\n" + "……" * 60
-    out = CleanText()(_table([text]))
-    assert out.column(C.DROP_REASON).to_pylist() == [None]
-
-
-def test_repetition_check_can_be_disabled_or_loosened() -> None:
-    text = "x " + "ab" * 80
-    assert CleanText(max_repeat_chars=0)(_table([text])).column(C.DROP_REASON).to_pylist() == [None]
-    assert CleanText(max_repeat_chars=500)(_table([text])).column(C.DROP_REASON).to_pylist() == [None]
-
-
 @pytest.mark.parametrize(
     ("field", "kwargs"),
     [
         ("max_garbage_fraction", {"max_garbage_fraction": 0.0}),
-        ("max_repeat_chars", {"max_repeat_chars": -1}),
-        ("max_repeat_period", {"max_repeat_period": 0}),
         ("normalization", {"normalization": "NFD"}),
     ],
 )
@@ -179,7 +166,7 @@ def test_stage_byte_pass_matches_clean_text_row_by_row() -> None:
         "plain ascii",
         "\u00a0\n\t",
     ]
-    out = CleanText(max_repeat_chars=0)(_table(texts))
+    out = CleanText()(_table(texts))
     expected = [_clean(text, "none", True, True) for text in texts]
     assert out.column(C.TEXT).to_pylist() == [new for new, _, _ in expected]
     assert out.column(C.REMOVED_CHARS).to_pylist() == [count for _, count, _ in expected]

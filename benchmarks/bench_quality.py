@@ -1,0 +1,201 @@
+"""Benchmark the quality stage against datatrove's four filters: agreement, Chinese rates, speed.
+
+    python benchmarks/bench_quality.py [--data PATH] [--rounds 3] [--repeat 2] [--json PATH]
+
+1. Agreement with datatrove 0.10 (GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter,
+   FineWebQualityFilter, defaults, spaCy blank `en`; each filter on the text as given, as the
+   stage runs C4 in filter mode: `dataclean.quality.reference`) on the reference folder's 697
+   Common Crawl pages and on English documents built from the pages datatrove keeps to trip each
+   rule (`dataclean.quality.planted.english_trips`): the keep/drop decision, and the first reason
+   among the rows both drop. The stage runs with `language=en` (datatrove's English thresholds on
+   every row, as datatrove's defaults do), plus the share of pages whose words equal spaCy's.
+2. Chinese, with the default per-language tables: clean CMRC 2018 Wikipedia paragraphs and 红楼梦
+   passages (boilerplate lines left out, 800+ characters), share dropped; junk built from them
+   (`dataclean.quality.planted`: repeated sentences, duplicated paragraphs, a dominating short
+   phrase, punctuation-free line lists; 300 each), share dropped, under the labels `zh`, `ja`, `en`.
+3. Speed, MB/s per core (one process), on the Common Crawl pages (`--repeat` copies): the stage on
+   one Arrow batch against datatrove's four filters over datatrove Documents in the same process,
+   the same warm-up (one untimed pass over the first 50 documents each) and `--rounds` timed
+   rounds, round-robin (`benchmarks/rounds.py`); the ratio is per round, median and min-max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import re
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import corpus  # noqa: E402
+from benchmarks.measure import Measurement, comparison, write_json  # noqa: E402
+from benchmarks.rounds import describe, round_ratios, spread, timed_rounds  # noqa: E402
+from dataclean import columns as C  # noqa: E402
+from dataclean.quality import planted  # noqa: E402
+from dataclean.quality.reference import datatrove_available, datatrove_filters, datatrove_reasons  # noqa: E402
+from dataclean.quality.tokenizer import words  # noqa: E402
+from dataclean.stages.quality import FilterQuality  # noqa: E402
+
+
+def _reasons(stage: FilterQuality, texts: list[str], lang: str | None = None) -> list[str | None]:
+    table = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts})
+    if lang is not None:
+        table = table.append_column(C.LANG, pa.array([lang] * len(texts), pa.string()))
+    return stage(table).column(C.DROP_REASON).to_pylist()
+
+
+def agreement(texts: list[str]) -> dict[str, Any]:
+    """Keep/drop and first-reason agreement with datatrove on `texts` (section 1)."""
+    theirs = datatrove_reasons(texts)
+    ours = _reasons(FilterQuality(language="en"), texts)
+    same = sum((a is None) == (b is None) for a, b in zip(ours, theirs, strict=True))
+    both = [(a, b) for a, b in zip(ours, theirs, strict=True) if a is not None and b is not None]
+    differ = collections.Counter((a, b) for a, b in zip(ours, theirs, strict=True) if a != b)
+    return {
+        "documents": len(texts),
+        "keep_drop": same / len(texts),
+        "first_reason": sum(a == b for a, b in both) / max(1, len(both)),
+        "dropped_by_datatrove": sum(b is not None for b in theirs),
+        "disagreements": [f"ours {a} / datatrove {b}: {n}" for (a, b), n in differ.most_common(8)],
+    }
+
+
+def spacy_words(texts: list[str]) -> float:
+    """Share of texts whose words equal spaCy blank `en`'s (datatrove's `split_into_words`)."""
+    from datatrove.utils.text import split_into_words
+
+    return sum(words(t) == split_into_words(t) for t in texts) / len(texts)
+
+
+def chinese_sets(seed: int = 0) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Clean Chinese passages by source, and junk built from them by kind (section 2)."""
+    cmrc = [
+        line
+        for line in corpus.SHARED.joinpath("zh/cmrc2018/cmrc2018_contexts_dedup.txt").read_text().splitlines()
+        if line.strip()
+    ]
+    lines = corpus.SHARED.joinpath("zh/hongloumeng/hongloumeng.txt").read_text().splitlines()
+    heading = re.compile(r"\s*(上卷|下卷)?\s*第.{1,4}回")
+    body = [line for line in lines if line.strip() and "手机电子书" not in line and not heading.match(line)]
+    novel, current = [], []
+    for line in body:
+        current.append(line)
+        if sum(map(len, current)) > 800:
+            novel.append("\n".join(current))
+            current = []
+    junk = planted.chinese_junk(cmrc + novel, random.Random(seed), 300)
+    return {"cmrc2018": cmrc, "hongloumeng": novel}, junk
+
+
+def chinese() -> dict[str, Any]:
+    """Share dropped of each Chinese set (section 2)."""
+    clean, junk = chinese_sets()
+    stage = FilterQuality()
+    found: dict[str, Any] = {}
+    for name, texts in clean.items():
+        reasons = _reasons(stage, texts, "zh")
+        found[f"clean {name}"] = {
+            "documents": len(texts),
+            "dropped": sum(r is not None for r in reasons) / len(texts),
+            "reasons": dict(collections.Counter(r for r in reasons if r).most_common(6)),
+        }
+    total = sum(len(t) for t in clean.values())
+    found["clean all"] = sum(found[f"clean {n}"]["dropped"] * len(t) for n, t in clean.items()) / total
+    for name, texts in junk.items():
+        for lang in ("zh", "ja", "en"):
+            reasons = _reasons(stage, texts, lang)
+            found[f"{name} as {lang}"] = sum(r is not None for r in reasons) / len(texts)
+    return found
+
+
+def speed(texts: list[str], rounds: int) -> dict[str, Any]:
+    """MB/s per core of the stage and of datatrove's four filters on `texts` (section 3)."""
+    from datatrove.data import Document
+
+    size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    stage = FilterQuality(language="en")
+    batch = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts})
+    filters = datatrove_filters()
+
+    def run_datatrove(documents: list[str]) -> None:
+        for index, text in enumerate(documents):
+            for step in filters:
+                if step.filter(Document(text=text, id=str(index))) is not True:
+                    break
+
+    stage(batch.slice(0, 50))
+    run_datatrove(texts[:50])
+    seconds = timed_rounds(
+        {"dataclean": lambda: stage(batch), "datatrove": lambda: run_datatrove(texts)}, rounds, 0
+    )
+    ratios = round_ratios(seconds["datatrove"], seconds["dataclean"])
+    ours = Measurement(
+        "FilterQuality (language=en)",
+        len(texts),
+        size,
+        statistics.median(seconds["dataclean"]),
+        rounds=seconds["dataclean"],
+    )
+    theirs = Measurement(
+        "datatrove Gopher+C4+FineWeb filters",
+        len(texts),
+        size,
+        statistics.median(seconds["datatrove"]),
+        rounds=seconds["datatrove"],
+    )
+    return {
+        "row": comparison("quality filters", "Common Crawl pages", ours, theirs),
+        "megabytes": size,
+        "dataclean_mb_s": spread([size / s for s in seconds["dataclean"]]),
+        "datatrove_mb_s": spread([size / s for s in seconds["datatrove"]]),
+        "ratio": spread(ratios),
+        "ratio_text": describe(ratios, 1, "x"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    corpus.add_data_argument(parser)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=1, help="copies of the Common Crawl pages timed")
+    parser.add_argument("--json", help="also write the results here (for run_all.py)")
+    args = parser.parse_args()
+    corpus.use_data(args.data)
+    if not datatrove_available():
+        raise SystemExit("datatrove and spaCy are needed (pip install -e .[bench])")
+    web = corpus.web_docs()
+    kept = [t for t, r in zip(web, datatrove_reasons(web), strict=True) if r is None]
+    paragraphs = [
+        p.strip()
+        for t in kept
+        for p in re.split(r"\n+", t)
+        if len(p.split()) > 40 and len(planted.sentences(p)) >= 3
+    ]
+    trips = planted.english_trips(paragraphs, random.Random(3))
+    results: dict[str, Any] = {
+        "agreement_common_crawl": agreement(web),
+        "agreement_english_trips": agreement(list(trips.values())),
+        "spacy_words_common_crawl": spacy_words(web),
+        "chinese": chinese(),
+        "speed": speed(web * args.repeat, args.rounds),
+    }
+    for name, value in results.items():
+        print(
+            f"{name}: {value}"
+            if name != "speed"
+            else f"speed: { {k: v for k, v in value.items() if k != 'row'} }"
+        )
+    if args.json:
+        write_json(args.json, [results["speed"].pop("row")], **results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,442 @@
+"""Words as spaCy's blank English tokenizer cuts them (datatrove's default), compiled with numba.
+
+datatrove's Gopher, C4 and FineWeb filters count the tokens of `spacy.blank("en")`. This is that
+tokenizer's algorithm (spaCy's `Tokenizer._split_affixes` / `_attach_tokens`) over a code-point
+buffer, with its regexes replaced by per-character classes (`dataclean.quality.chars`) and its
+tables (`dataclean/data/quality/`): text is cut at whitespace (`str.isspace`); each chunk that is
+not a special case (`don't` -> `do` `n't`, `a.m.`, `:)`) loses prefixes (the first matching
+alternative: one punctuation/quote/currency/icon character, a run of dots, `US$`) and suffixes
+(the longest matching one: a punctuation character, a run of dots, `'s`, a unit or currency after
+a digit, a period after a lower-case letter, a digit, punctuation or two capitals) until none is
+left or a special case remains; what is left is one token if it is a special case or a URL
+(spaCy's `URL_MATCH` without its IP-address branch), else it is cut at infixes (dot runs, `…`,
+icons, `-`/`–`/`—`/`~` or `:<>=/` between letters, `,` between letters, `.` between a lower- and
+an upper-case letter, `+-*^` between digits).
+
+Not reproduced: spaCy's second pass that matches special cases across tokens after splitting
+(cases such as `:)` glued to a following word), the IP-address branch of `URL_MATCH`, and
+spaCy's ASCII-only treatment of case in `lorem`-style substring tests is not this module's job.
+The agreement with spaCy on real pages is measured by `benchmarks/bench_quality.py`.
+
+In the Chinese rules (`han=True`) every Han or kana character is a chunk of its own, so it is
+one word; runs of other characters (Latin words, digits, punctuation) are tokenized as above.
+"""
+
+# numba kernels compute on numpy scalars, which mypy sees as Any here.
+# mypy: disable-error-code="no-any-return"
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numba
+import numpy as np
+
+from dataclean.jit import helper
+from dataclean.quality import chars as F
+from dataclean.quality.chars import TABLES
+
+_MASK = (1 << 64) - 1
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+
+
+def fnv_hash(text: str) -> int:
+    """FNV-1a over code points, as `_fnv` computes it in compiled code (for the tables)."""
+    value = FNV_OFFSET
+    for ch in text:
+        value = ((value ^ ord(ch)) * FNV_PRIME) & _MASK
+    return value
+
+
+@helper
+def _fnv(cps, start, end):  # type: ignore[no-untyped-def]
+    value = np.uint64(FNV_OFFSET)
+    for i in range(start, end):
+        value = (value ^ np.uint64(cps[i])) * np.uint64(FNV_PRIME)
+    return value
+
+
+def hash_set(hashes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """An open-addressing table of `hashes` (none of them 0) for `_find`: (slots, index of the
+    hash in `hashes` per slot)."""
+    size = 1 << max(4, (4 * len(hashes)).bit_length())
+    keys = np.zeros(size, np.uint64)
+    values = np.full(size, -1, np.int64)
+    for index, value in enumerate(hashes):
+        slot = (value ^ (value >> 29)) & (size - 1)
+        while keys[slot] and int(keys[slot]) != value:
+            slot = (slot + 1) & (size - 1)
+        keys[slot] = value
+        values[slot] = index
+    return keys, values
+
+
+Tables = tuple[Any, ...]
+
+
+@lru_cache(maxsize=1)
+def tokenizer_tables() -> Tables:
+    """What the compiled tokenizer looks up: (special cases as a `hash_set`, their token-length
+    offsets, token lengths, after-digit suffixes as a `hash_set`, the longest after-digit suffix,
+    the special cases the affix rules cut apart as a `hash_set` of special-case indexes, how many
+    pieces the affix rules make of each special case, the most characters of one of those)."""
+    rows = []
+    for line in (TABLES / "spacy_en_specials.tsv").read_text(encoding="utf-8").splitlines():
+        if line:
+            text, lengths, pieces = line.split("\t")
+            rows.append((fnv_hash(text), [int(n) for n in lengths.split(",")], int(pieces), len(text)))
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(row[1]) for row in rows])
+    lengths = np.array([n for row in rows for n in row[1]], np.int64)
+    specials = hash_set([row[0] for row in rows])
+    split_keys, _ = hash_set([row[0] for row in rows if row[2]])
+    split = (split_keys, np.array([_index(specials, int(h)) for h in split_keys], np.int64))
+    suffixes = (TABLES / "spacy_en_after_digit.txt").read_text(encoding="utf-8").split()
+    return (
+        specials,
+        offsets,
+        lengths,
+        hash_set(sorted({fnv_hash(p) for p in suffixes})),
+        max(len(p) for p in suffixes),
+        split,
+        np.array([row[2] for row in rows], np.int64),
+        max(row[3] for row in rows if row[2]),
+    )
+
+
+def _index(table: tuple[np.ndarray, np.ndarray], value: int) -> int:
+    """`_find` in Python (-1 for the empty slots of a `hash_set`)."""
+    if value == 0:
+        return -1
+    keys, values = table
+    slot = (value ^ (value >> 29)) & (len(keys) - 1)
+    while keys[slot]:
+        if int(keys[slot]) == value:
+            return int(values[slot])
+        slot = (slot + 1) & (len(keys) - 1)
+    return -1
+
+
+@helper
+def _find(table, value):  # type: ignore[no-untyped-def]
+    """The index `hash_set` gave `value`, or -1."""
+    keys, values = table
+    mask = np.uint64(len(keys) - 1)
+    slot = np.int64((value ^ (value >> np.uint64(29))) & mask)
+    while keys[slot] != 0:
+        if keys[slot] == value:
+            return values[slot]
+        slot = np.int64((np.uint64(slot) + np.uint64(1)) & mask)
+    return -1
+
+
+@helper
+def _is_digit(c):  # type: ignore[no-untyped-def]
+    return 48 <= c <= 57
+
+
+@helper
+def _prefix_length(cps, s, e, flags):  # type: ignore[no-untyped-def]
+    """spaCy's `find_prefix`: the first alternative of its prefix regex that matches at `s`."""
+    c = cps[s]
+    if c == 46:  # "\.\.+"
+        k = s
+        while k < e and cps[k] == 46:
+            k += 1
+        return k - s if k - s >= 2 else 0
+    if c == 43:  # "\+(?![0-9])"
+        return 0 if s + 1 < e and _is_digit(cps[s + 1]) else 1
+    if flags[c] & F.PREFIX:
+        return 1
+    if c == 85 and e - s >= 3 and cps[s + 1] == 83 and cps[s + 2] == 36:  # US$
+        return 3
+    if (c == 67 or c == 65) and e - s >= 2 and cps[s + 1] == 36:  # C$ A$
+        return 2
+    return 0
+
+
+@helper
+def _suffix_length(cps, s, e, flags, after_digit, longest):  # type: ignore[no-untyped-def]
+    """spaCy's `find_suffix`: its suffix regex's leftmost match, which ends at `e`: the longest
+    alternative that matches there."""
+    n = e - s
+    last = cps[e - 1]
+    best = 0
+    if last == 46:
+        k = e - 1
+        while k >= s and cps[k] == 46:
+            k -= 1
+        run = e - 1 - k
+        if run >= 2:
+            best = run
+        elif n >= 2:
+            before = cps[e - 2]
+            if (
+                flags[before] & F.BEFORE_PERIOD
+                or (n >= 3 and (flags[before] & F.UPPER) and (flags[cps[e - 3]] & F.UPPER))
+                or (n >= 3 and cps[e - 3] == 0xB0 and (before in (70, 102, 67, 99, 75, 107)))
+            ):
+                best = 1
+    if n >= 2 and best < 2:
+        a = cps[e - 2]
+        if (a == 0x2026 and last == 0x2026) or ((a == 39 or a == 0x2019) and (last == 115 or last == 83)):
+            best = 2
+    if best == 0 and (flags[last] & F.SUFFIX):
+        best = 1
+    if best == 0 and last == 43 and n >= 2 and _is_digit(cps[e - 2]):
+        best = 1
+    for size in range(longest, best, -1):
+        if size < n and _is_digit(cps[e - size - 1]) and _find(after_digit, _fnv(cps, e - size, e)) >= 0:
+            return size
+    return best
+
+
+@helper
+def _host_and_rest(cps, h, e, flags):  # type: ignore[no-untyped-def]
+    """URL_MATCH from the host on: `(label.)+tld(:port)?([/?#]\\S*)?$`."""
+    q = h
+    while q < e and cps[q] != 47 and cps[q] != 63 and cps[q] != 35 and cps[q] != 58:
+        q += 1
+    end = q
+    dot = end - 1
+    while dot >= h and cps[dot] != 46:
+        dot -= 1
+    if dot < h or end - dot - 1 < 2 or end - dot - 1 > 63:
+        return False
+    for i in range(dot + 1, end):
+        if not flags[cps[i]] & F.LOWER:
+            return False
+    start = h
+    for i in range(h, dot + 1):
+        if cps[i] == 46:
+            size = i - start
+            if size < 1 or size > 64 or not flags[cps[start]] & F.HOST or not flags[cps[i - 1]] & F.HOST:
+                return False
+            for k in range(start + 1, i - 1):
+                c = cps[k]
+                if not (flags[c] & F.HOST) and c != 95 and c != 45:
+                    return False
+            start = i + 1
+    if end == e or cps[end] != 58:
+        return True
+    digits = end + 1
+    while digits < e and _is_digit(cps[digits]):
+        digits += 1
+    count = digits - end - 1
+    return 2 <= count <= 5 and (digits == e or cps[digits] == 47 or cps[digits] == 63 or cps[digits] == 35)
+
+
+@helper
+def _is_url(cps, s, e, flags):  # type: ignore[no-untyped-def]
+    """spaCy's URL_MATCH (optional scheme, optional `user@`, host, port, path), without the IP branch."""
+    dot = False
+    for i in range(s, e):
+        if cps[i] == 46:
+            dot = True
+            break
+    if not dot:  # every host has one
+        return False
+    for scheme in range(2):
+        p = s
+        if scheme == 0:
+            q = s
+            while q < e and ((flags[cps[q]] & F.WORD) or cps[q] == 43 or cps[q] == 45 or cps[q] == 46):
+                q += 1
+            if not (q - s >= 2 and q + 2 < e and cps[q] == 58 and cps[q + 1] == 47 and cps[q + 2] == 47):
+                continue
+            p = q + 3
+        for at in range(e - 1, p, -1):
+            if cps[at] == 64 and _host_and_rest(cps, at + 1, e, flags):
+                return True
+        if p < e and _host_and_rest(cps, p, e, flags):
+            return True
+    return False
+
+
+@helper
+def _alpha(flags, c):  # type: ignore[no-untyped-def]
+    return flags[c] & F.ALPHA
+
+
+@helper
+def _infix_length(cps, s, p, e, flags):  # type: ignore[no-untyped-def]
+    """Length of spaCy's infix regex match at `p` (its first matching alternative), or 0."""
+    c = cps[p]
+    if c == 46 and p + 1 < e and cps[p + 1] == 46:
+        k = p
+        while k < e and cps[k] == 46:
+            k += 1
+        return k - p
+    if c == 0x2026 or flags[c] & F.ICON:
+        return 1
+    if p == s or p + 1 >= e:
+        return 0
+    before, after = cps[p - 1], cps[p + 1]
+    if _is_digit(before) and (c == 43 or c == 45 or c == 42 or c == 94) and (_is_digit(after) or after == 45):
+        return 1
+    if c == 46 and (flags[before] & (F.LOWER | F.QUOTE)) and (flags[after] & (F.UPPER | F.QUOTE)):
+        return 1
+    if c == 44 and _alpha(flags, before) and _alpha(flags, after):
+        return 1
+    if not (_alpha(flags, before) or _is_digit(before)):
+        return 0
+    if c == 45 or c == 0x2014:  # "-", "--", "---"; "—", "——"
+        limit = 3 if c == 45 else 2
+        k = p
+        while k < e and k - p < limit and cps[k] == c:
+            if k + 1 < e and _alpha(flags, cps[k + 1]):
+                return k + 1 - p
+            k += 1
+        return 0
+    if (c == 0x2013 or c == 126) and _alpha(flags, after):
+        return 1
+    if (c == 58 or c == 60 or c == 62 or c == 61 or c == 47) and _alpha(flags, after):
+        return 1
+    return 0
+
+
+@helper
+def _emit(out, n, s, e):  # type: ignore[no-untyped-def]
+    out[n, 0] = s
+    out[n, 1] = e
+    return n + 1
+
+
+@helper
+def _emit_special(out, n, s, index, offsets, lengths):  # type: ignore[no-untyped-def]
+    for k in range(offsets[index], offsets[index + 1]):
+        n = _emit(out, n, s, s + lengths[k])
+        s += lengths[k]
+    return n
+
+
+@helper
+def tokenize_chunk(cps, s, e, flags, tables, out, n, stack):  # type: ignore[no-untyped-def]
+    """Append the tokens of chunk `cps[s:e]` (no whitespace in it) to `out` (rows of start, end)
+    from row `n`; returns the new row count. `stack` is scratch for the suffixes (rows)."""
+    specials, offsets, lengths, after_digit, longest = tables[0], tables[1], tables[2], tables[3], tables[4]
+    first = n
+    index = _find(specials, _fnv(cps, s, e))
+    if index >= 0:
+        return _emit_special(out, n, s, index, offsets, lengths)
+    suffixes = 0
+    last = -1
+    while s < e and e - s != last:
+        if last >= 0 and _find(specials, _fnv(cps, s, e)) >= 0:
+            break
+        last = e - s
+        pre = _prefix_length(cps, s, e, flags)
+        if pre and s + pre < e and _find(specials, _fnv(cps, s + pre, e)) >= 0:
+            n = _emit(out, n, s, s + pre)
+            s += pre
+            break
+        suf = _suffix_length(cps, s + pre, e, flags, after_digit, longest) if s + pre < e else 0
+        if suf and e - suf > s and _find(specials, _fnv(cps, s, e - suf)) >= 0:
+            stack[suffixes, 0] = e - suf
+            stack[suffixes, 1] = e
+            suffixes += 1
+            e -= suf
+            break
+        if pre:
+            n = _emit(out, n, s, s + pre)
+            s += pre
+        if suf:
+            stack[suffixes, 0] = e - suf
+            stack[suffixes, 1] = e
+            suffixes += 1
+            e -= suf
+    if s < e:
+        index = _find(specials, _fnv(cps, s, e))
+        if index >= 0:
+            n = _emit_special(out, n, s, index, offsets, lengths)
+        elif _is_url(cps, s, e, flags):
+            n = _emit(out, n, s, e)
+        else:
+            start = s
+            p = s
+            while p < e:
+                size = _infix_length(cps, s, p, e, flags)
+                if size == 0:
+                    p += 1
+                    continue
+                if p != s:
+                    if p != start:
+                        n = _emit(out, n, start, p)
+                    n = _emit(out, n, p, p + size)
+                    start = p + size
+                p += size
+            if start < e:
+                n = _emit(out, n, start, e)
+    for k in range(suffixes - 1, -1, -1):
+        n = _emit(out, n, stack[k, 0], stack[k, 1])
+    if n - first >= 2:
+        n = _merge_specials(cps, tables, out, first, n, stack)
+    return n
+
+
+@helper
+def _merge_specials(cps, tables, out, first, n, stack):  # type: ignore[no-untyped-def]
+    """spaCy's second pass: a run of a chunk's tokens that spells a special case the affix rules
+    cut apart becomes that special case's tokens (the longest run first, from the left)."""
+    offsets, lengths, split, pieces, longest = tables[1], tables[2], tables[5], tables[6], tables[7]
+    count = n - first
+    for k in range(count):
+        stack[k, 0] = out[first + k, 0]
+        stack[k, 1] = out[first + k, 1]
+    w = first
+    k = 0
+    while k < count:
+        merged = False
+        for j in range(min(count, k + 12) - 1, k, -1):
+            s, e = stack[k, 0], stack[j, 1]
+            if e - s > longest:
+                continue
+            found = _find(split, _fnv(cps, s, e))
+            if found >= 0 and pieces[found] == j - k + 1:
+                w = _emit_special(out, w, s, found, offsets, lengths)
+                k = j + 1
+                merged = True
+                break
+        if not merged:
+            w = _emit(out, w, stack[k, 0], stack[k, 1])
+            k += 1
+    return w
+
+
+@helper
+def tokenize(cps, s, e, flags, tables, han, out, stack):  # type: ignore[no-untyped-def]
+    """The tokens of `cps[s:e]` into `out` (rows of start, end); returns their count. With `han`,
+    every Han/kana character is a token of its own (the Chinese rules)."""
+    n = 0
+    i = s
+    while i < e:
+        while i < e and flags[cps[i]] & F.SPACE:
+            i += 1
+        if i >= e:
+            break
+        if han and flags[cps[i]] & F.HAN:
+            n = _emit(out, n, i, i + 1)
+            i += 1
+            continue
+        j = i
+        while j < e and not (flags[cps[j]] & F.SPACE) and not (han and flags[cps[j]] & F.HAN):
+            j += 1
+        n = tokenize_chunk(cps, i, j, flags, tables, out, n, stack)
+        i = j
+    return n
+
+
+@numba.njit(cache=True)
+def _words_kernel(cps, flags, tables, han, out, stack):  # type: ignore[no-untyped-def]
+    return tokenize(cps, 0, len(cps), flags, tables, han, out, stack)
+
+
+def words(text: str, han: bool = False) -> list[str]:
+    """The words of one text, as the quality rules count them (see the module docstring)."""
+    cps = np.array([ord(ch) for ch in text], np.uint32)
+    out = np.empty((max(1, len(cps)), 2), np.int64)
+    stack = np.empty((max(1, len(cps)), 2), np.int64)
+    n = _words_kernel(cps, F.char_classes(), tokenizer_tables(), han, out, stack)
+    return [text[int(a) : int(b)] for a, b in out[:n]]

@@ -1,0 +1,138 @@
+"""Stage `quality`: the web-text heuristics every web pipeline runs, datatrove's rules per language.
+
+Gopher repetition, Gopher quality, C4 (filter mode: documents are dropped, lines never removed, so
+FineWeb sees the text as this stage received it), FineWeb, and long n-gram runs, in that order;
+the first failing rule drops the row as `quality:<datatrove's reason>` (`quality:dup_line_frac`,
+`quality:top_2_gram`, `quality:gopher_enough_stop_words`, `quality:line_punct_ratio`, ...). The
+rules and their statistics are datatrove 0.10's (`dataclean.quality.rules`,
+`dataclean.quality.signals`), on words as spaCy's blank English tokenizer cuts them
+(`dataclean.quality.tokenizer`), all computed in one compiled pass over each batch's bytes.
+
+Thresholds come per row from its language's table (`dataclean/data/quality/thresholds.json`:
+datatrove's English defaults for languages without one; FineWeb-2's Mandarin thresholds as the
+start of `zh`); Han text gets the Han table whatever its label, where each Han character is a
+word, a closing quote after 。！？ ends a punctuated line, and C4's words-per-line rule is off.
+
+Parameters: every threshold (`--set quality.top_2_gram=0.25`, all tables; `thresholds` takes
+`LANG.NAME=VALUE` entries for one table, `none` turning a rule off), one switch per rule family,
+`language` (one table for every row, e.g. `en` to run datatrove's defaults on everything), and
+`mode=annotate`, which drops nothing and adds `quality_signals`, a struct of every statistic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dataclean import columns as C
+from dataclean.errors import ConfigError
+from dataclean.quality.rules import FAMILIES, QualityTables, build_tables, first_failures
+from dataclean.quality.runs import cut_runs, spans_by_row
+from dataclean.quality.settings import QualityThresholds
+from dataclean.quality.signals import SIGNALS, compute_signals
+from dataclean.stage import Stage, with_drops
+
+Mode = Literal["filter", "annotate"]
+# Statistics kept in `quality_signals` (the table index and the raw counts stay internal).
+_ANNOTATED = tuple(name for name in SIGNALS if name not in ("table", "tokens"))
+
+
+@dataclass
+class FilterQuality(Stage, QualityThresholds):
+    """Drop rows failing the Gopher, C4, FineWeb or long-n-gram-run rules (module docstring)."""
+
+    name: ClassVar[str] = "quality"
+    requires: ClassVar[tuple[str, ...]] = (C.LANG,)
+    compile_seconds: ClassVar[float] = 17.5  # CPU seconds, compile_kernels on an empty cache
+
+    mode: Mode = "filter"
+    language: str = ""
+    thresholds: tuple[str, ...] = ()
+    gopher_repetition: bool = True
+    gopher_quality: bool = True
+    c4: bool = True
+    fineweb: bool = True
+    long_ngram_run: bool = True
+    _tables: QualityTables = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("filter", "annotate"):
+            raise ConfigError(f"quality.mode must be filter or annotate, got {self.mode!r}")
+        self._tables = build_tables(self.overrides(), self.thresholds)
+        if self.language and self.language not in self._tables.by_language:
+            known = ", ".join(sorted(self._tables.by_language))
+            raise ConfigError(f"quality.language: no table for {self.language!r} (tables: {known})")
+
+    def provided_columns(self) -> tuple[str, ...]:
+        return (C.QUALITY_SIGNALS,) if self.mode == "annotate" else (C.QUALITY_RUNS_CUT,)
+
+    def families(self) -> tuple[str, ...]:
+        """The rule families switched on."""
+        return tuple(name for name in FAMILIES if getattr(self, name))
+
+    def signals(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """Every statistic of every row (`dataclean.quality.signals.SIGNALS` columns), and the
+        long n-gram runs' cuts (rows of row, start, end)."""
+        tables = self._tables
+        if self.language:
+            rows = np.full(table.num_rows, tables.by_language[self.language], np.int64)
+        elif C.LANG in table.column_names:
+            codes = table.column(C.LANG).to_pylist()
+            rows = np.array([tables.by_language.get(code or "", -1) for code in codes], np.int64)
+        else:
+            rows = np.full(table.num_rows, -1, np.int64)
+        han = -1 if self.language else tables.han_table  # a forced table applies to Han text too
+        return compute_signals(
+            table.column(C.TEXT), rows, han, 0, tables.params(), tables.stops(), self.c4, self.long_ngram_run
+        )
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        values, cuts = self.signals(table)
+        if self.mode == "annotate":
+            index = {name: i for i, name in enumerate(SIGNALS)}
+            struct = pa.StructArray.from_arrays(
+                [pa.array(values[:, index[name]], pa.float64()) for name in _ANNOTATED], list(_ANNOTATED)
+            )
+            return _put(table, C.QUALITY_SIGNALS, struct)
+        reasons = first_failures(values, self._tables, self.families())
+        table, counts = _cut_runs(table, cuts, reasons)
+        table = _put(table, C.QUALITY_RUNS_CUT, pa.array(counts, pa.int32()))
+        return with_drops(table, pa.array(reasons.tolist(), pa.string()))
+
+    def compile_kernels(self) -> None:
+        """The statistics pass, on an English and a Chinese text."""
+        compute_signals(
+            pa.array(["Compiled once. Then loaded [1].\n\nIt's fine: {x}.", "编译一次。“好！”" + "哈" * 40]),
+            np.array([-1, -1], np.int64), self._tables.han_table, 0, self._tables.params(),
+            self._tables.stops(), True, True,
+        )  # fmt: skip
+
+
+def _cut_runs(table: pa.Table, cuts: np.ndarray, reasons: np.ndarray) -> tuple[pa.Table, list[int]]:
+    """The table with each kept row's long n-gram runs cut back (`dataclean.quality.runs`), and
+    the runs cut per row."""
+    counts = [0] * table.num_rows
+    spans = {row: found for row, found in spans_by_row(cuts).items() if reasons[row] is None}
+    if not spans:
+        return table, counts
+    rows = sorted(spans)
+    texts = table.column(C.TEXT).take(pa.array(rows)).to_pylist()
+    mask = np.zeros(table.num_rows, bool)
+    mask[rows] = True
+    for row in rows:
+        counts[row] = len(spans[row])
+    values = pa.array(
+        [cut_runs(text, spans[row]) for row, text in zip(rows, texts, strict=True)], pa.string()
+    )
+    column = table.column(C.TEXT).combine_chunks().cast(pa.string())
+    new = pc.replace_with_mask(column, pa.array(mask), values)
+    return table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, new), counts
+
+
+def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)
