@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -25,7 +26,7 @@ from dataclean.executors import make_executor
 from dataclean.io.readers import ReadOptions
 from dataclean.kernels import compile_in_background
 from dataclean.recipes import load_recipe
-from dataclean.run import run_pipeline, write_run_report
+from dataclean.run import ALREADY_COMPLETE, run_pipeline, write_run_report
 from dataclean.stage import Stage
 
 console = Console(stderr=True)
@@ -50,21 +51,26 @@ def perplexity_settings(
 
 
 def summary_table(stats: dict[str, Any]) -> Table:
-    """Rows in, kept, dropped by reason and seconds, per stage and in total."""
-    table = Table(title="dataclean run", show_lines=False)
-    table.add_column("stage")
-    table.add_column("rows in", justify="right")
-    table.add_column("rows out", justify="right")
-    table.add_column("dropped (reason: rows)")
-    table.add_column("seconds", justify="right")
+    """Rows in and out, drops by reason and seconds, per stage and in total, in 80 columns: the
+    row names the stage, so reasons lose its prefix, one reason a line, never cut."""
+    table = Table(
+        title=f"dataclean run: {stats['seconds']['wall']:.2f} s", box=box.SIMPLE_HEAD, padding=(0, 1)
+    )
+    table.add_column("stage", no_wrap=True)
+    table.add_column("rows in", justify="right", no_wrap=True)
+    table.add_column("rows out", justify="right", no_wrap=True)
+    table.add_column("dropped: reason rows", overflow="fold")
+    table.add_column("seconds", justify="right", no_wrap=True)
     for stage in stats["stages"]:
-        dropped = ", ".join(f"{reason}: {count}" for reason, count in stage["dropped"].items())
-        added = f" (+{stage['rows_added']} chunks)" if stage["rows_added"] > 0 else ""
+        name = stage["stage"]
+        lines = [f"{reason.removeprefix(name + ':')} {count:,}" for reason, count in stage["dropped"].items()]
+        if stage["rows_added"] > 0:
+            lines.append(f"(+{stage['rows_added']:,} chunks)")
         table.add_row(
-            stage["stage"],
+            name,
             f"{stage['rows_in']:,}",
-            f"{stage['rows_out']:,}{added}",
-            dropped or "-",
+            f"{stage['rows_out']:,}",
+            "\n".join(lines) or "-",
             f"{stage['seconds']:.2f}",
         )
     totals = stats["totals"]
@@ -72,9 +78,9 @@ def summary_table(stats: dict[str, Any]) -> Table:
     table.add_row(
         "total",
         f"{totals['rows_in']:,}",
-        f"{totals['kept']:,} kept",
-        f"{totals['excluded']:,} excluded, {totals['quarantined']:,} quarantined",
-        f"{stats['seconds']['wall']:.2f} wall",
+        f"{totals['kept']:,}",
+        f"{totals['excluded']:,} excluded\n{totals['quarantined']:,} quarantined",
+        f"{stats['seconds']['wall']:.2f}",
     )
     return table
 
@@ -229,7 +235,13 @@ def _close_writing_report(engine: Any, output: str) -> None:
     metavar="LIST",
     help="Quarantine list from `dataclean feedback` (same as --set quarantine.path=LIST).",
 )
-@click.option("--batch-rows", type=int, default=2048, show_default=True)
+@click.option(
+    "--batch-rows",
+    type=int,
+    default=2048,
+    show_default=True,
+    help="Rows per batch through the stages (a batch also stops at about 32 MB of text).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary table.")
@@ -308,10 +320,17 @@ def run(
     except BaseException:
         engine.close()
         raise
+    if stats.get(ALREADY_COMPLETE):
+        engine.close()
+        click.echo(
+            f"{output} already holds this run, complete (same config and inputs): nothing to do; "
+            f"{stats['totals']['kept']:,} rows kept. --overwrite runs it again."
+        )
+        return
     _close_writing_report(engine, output)
     if not quiet:
-        # Not a terminal (a log, a pipe): print wide enough to keep stage and reason names whole.
-        Console(width=None if sys.stdout.isatty() else 120).print(summary_table(stats))
+        # Not a terminal (a log, a pipe): 80 columns, which the table fits.
+        Console(width=None if sys.stdout.isatty() else 80).print(summary_table(stats))
     click.echo(f"wrote {output}: {stats['totals']['kept']:,} rows kept", err=quiet)
 
 

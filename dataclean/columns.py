@@ -39,6 +39,9 @@ QUALITY_RUNS_CUT = "quality_runs_cut"
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.
 DROP_REASON = "__drop_reason"
+# Private: per-row counts of what a stage did (`__count_{what}`, e.g. escape sequences removed),
+# which the runner totals into the stage's stats (`counts`) and removes before anything is written.
+COUNT_PREFIX = "__count_"
 # Private: a stage lists a row it keeps in its destination folder too (a copy) with a reason here.
 COPY_REASON = "__copy_reason"
 

@@ -36,6 +36,8 @@ from dataclean.stage import Executor, FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
 
 Progress = Callable[[str, int, int], None]
+# In the stats `run_pipeline` returns when OUT already holds this run, complete: nothing was run.
+ALREADY_COMPLETE = "already_complete"
 log = logging.getLogger(__name__)
 
 
@@ -86,6 +88,9 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
     """Check OUT/ against the config: returns the earlier manifest when resuming, else None."""
+    fs, path = filesystem(layout.root)
+    if fs.get_file_info(path).is_file:
+        raise OutputError(f"{layout.root} is a file: the output (-o) is a folder, new or from an earlier run")
     manifest_path = layout.manifest
     if exists(manifest_path):
         manifest = read_json(manifest_path)
@@ -99,7 +104,6 @@ def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> d
             f"{layout.root} holds a run with another config ({'; '.join(changes[:5]) or 'changed'}); "
             "use --overwrite to replace it or choose another output folder"
         )
-    fs, path = filesystem(layout.root)
     from pyarrow.fs import FileSelector
 
     entries = fs.get_file_info(FileSelector(path, allow_not_found=True))
@@ -183,7 +187,8 @@ def run_pipeline(
     }
     if resumed and resumed.get("complete"):
         if _same_inputs(resumed, manifest) and exists(layout.stats):
-            return dict(read_json(layout.stats))
+            # Nothing to do: the stats of the run that finished, marked so (not in stats.json).
+            return {**read_json(layout.stats), ALREADY_COMPLETE: True}
         clear_output(layout)  # same config, changed inputs: a completed run starts over
     write_json(layout.manifest, manifest)
     for stage in stages:  # before they are shipped to the workers (Stage.prepare)

@@ -32,7 +32,7 @@ from dataclean.io.shards import Shard
 from dataclean.io.writers import PartWriter, read_parquet_batches, write_json
 from dataclean.lang import identify_languages
 from dataclean.stage import GlobalStage, Stage, reason_kind
-from dataclean.stats import new_account, new_stage
+from dataclean.stats import UNDECODABLE, new_account, new_stage
 
 READ = "read"
 
@@ -51,6 +51,18 @@ def _text_bytes(table: pa.Table) -> int:
         return 0
     total = pc.sum(pc.binary_length(table.column(C.TEXT))).as_py()
     return int(total or 0)
+
+
+def _take_counts(table: pa.Table, stage_stats: dict[str, Any]) -> pa.Table:
+    """Add a stage's per-row counts (`with_counts`) to its stats, and remove their columns."""
+    names = [name for name in table.column_names if name.startswith(C.COUNT_PREFIX)]
+    if not names:
+        return table
+    counts = stage_stats.setdefault("counts", {})
+    for name in names:
+        what = name.removeprefix(C.COUNT_PREFIX)
+        counts[what] = counts.get(what, 0) + int(pc.sum(table.column(name)).as_py() or 0)
+    return table.drop_columns(names)
 
 
 def finalize(table: pa.Table) -> pa.Table:
@@ -215,6 +227,10 @@ class _ShardRun:
                 read["seconds"] += time.perf_counter() - started
                 account["rows_in"] += batch.num_rows
                 read["rows_in"] += batch.num_rows
+                if C.BAD_BYTES in batch.column_names:
+                    counts = read.setdefault("counts", {})
+                    undecodable = int(pc.sum(batch.column(C.BAD_BYTES)).as_py() or 0)
+                    counts[UNDECODABLE] = counts.get(UNDECODABLE, 0) + undecodable
                 kept, dropped = split_drops(READ, batch)
                 if dropped is not None:
                     self._route(READ, EXCLUDED, dropped)
@@ -266,7 +282,7 @@ class _ShardRun:
             stage_stats["rows_in"] += rows_in
             stage_stats["bytes_in"] += _text_bytes(table)
             started = time.perf_counter()
-            out = self._apply(stage, table)
+            out = _take_counts(self._apply(stage, table), stage_stats)
             stage_stats["seconds"] += time.perf_counter() - started
             added = out.num_rows - rows_in
             stage_stats["rows_added"] += added

@@ -1,9 +1,10 @@
 """The stage contract: a named callable from an Arrow table to an Arrow table.
 
 A stage adds or replaces columns, or marks rows to drop with a reason (`with_drops`), or marks
-kept rows to list in its destination folder as well (`with_copies`). It never
-writes files, never counts, never times and never imports Ray: the runner (`dataclean.runner`) splits
-kept from dropped rows, prefixes the reason with the stage name, counts and times every stage.
+kept rows to list in its destination folder as well (`with_copies`), or says per row how much it
+did (`with_counts`: escape sequences removed). It never writes files, never sums, never times
+and never imports Ray: the runner (`dataclean.runner`) splits kept from dropped rows, prefixes the
+reason with the stage name, counts, sums and times every stage.
 
 Stages are dataclasses whose init fields are their parameters: typed, validated in
 `__post_init__` (raise `ConfigError` naming the field), and settable from the CLI with
@@ -19,10 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from dataclean import columns as C
@@ -188,3 +190,15 @@ def with_copies(table: pa.Table, reasons: pa.Array | Sequence[str | None]) -> pa
     if len(array) != table.num_rows:
         raise ValueError(f"{len(array)} copy reasons for {table.num_rows} rows")
     return table.append_column(C.COPY_REASON, array.cast(pa.string()))
+
+
+def with_counts(table: pa.Table, counts: Mapping[str, pa.Array | np.ndarray | Sequence[int]]) -> pa.Table:
+    """Count what the stage did, per row: `counts[what][i]` for row i (`escape_sequences`). The
+    runner totals each `what` into the stage's stats (`stats.json`: the stage's `counts`), over
+    kept and dropped rows alike, and writes none of these columns."""
+    for what, values in counts.items():
+        array = pa.array(values, pa.int64())
+        if len(array) != table.num_rows:
+            raise ValueError(f"{len(array)} counts of {what} for {table.num_rows} rows")
+        table = table.append_column(C.COUNT_PREFIX + what, array)
+    return table

@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.logs import _format_of, log_files, read_loss_log
+from dataclean.feedback.analysis.logs import _format_of, log_files
+from dataclean.feedback.analysis.replay import step_rows as replay_step_rows
 
 ALIASES = {"learning_rate": S.LR, "global_step": S.STEP, "train_loss": S.LOSS}
 
@@ -120,25 +119,9 @@ class LogFollower:
 
 def step_rows(losses: str | Path, step: int, since: float) -> pa.Table | None:
     """The loss-log rows of `step` (LOSS_LOG_SCHEMA): from a Parquet folder, only files written at
-    or after `since` (a Unix time); from a CSV/JSONL file, the last row per sample of that step."""
-    root = Path(losses)
-    if not root.exists():
+    or after `since` (a Unix time); one row per sample, the last logged (a replayed step's)."""
+    if not Path(losses).exists():
         return None
-    files = log_files(root)
-    if root.is_dir() and files and all(_format_of(f) == "parquet" for f in files):
-        recent = [str(f) for f in files if f.stat().st_mtime >= since - 1]
-        if not recent:
-            return None
-        dataset = ds.dataset(recent, format="parquet")
-        table = dataset.to_table(filter=ds.field(S.STEP) == step)
-        columns = [
-            table.column(f.name).cast(f.type)
-            if f.name in table.column_names
-            else pa.nulls(len(table), f.type)
-            for f in S.LOSS_LOG_SCHEMA
-        ]
-        return pa.Table.from_arrays(columns, schema=S.LOSS_LOG_SCHEMA)
-    table = read_loss_log(root).table
-    rows = table.filter(pc.fill_null(pc.equal(table.column(S.STEP), step), False)).to_pylist()
+    rows = replay_step_rows(losses, step, since=since).to_pylist()
     last = {row[S.SAMPLE_ID]: row for row in rows}
     return pa.Table.from_pylist(list(last.values()), schema=S.LOSS_LOG_SCHEMA)

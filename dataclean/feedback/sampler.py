@@ -2,9 +2,10 @@
 
 `DatasetQuarantine` maps a list onto one training dataset: a row is left out when its `id` or its
 `text_hash` is on the list with action `drop`, and gets the entry's weight when the action is
-`downweight`. It re-reads the list whenever the file changes (a cheap `os.stat` per check), so a
-sample the guard quarantines during the run is not drawn again, and a run resumed from a
-checkpoint with the list in place never draws a listed sample, without re-running the pipeline.
+`downweight`; `review` entries are not applied until accepted. It re-reads the list whenever the
+file changes (a cheap `os.stat` per check), so a sample the guard quarantines during the run is
+not drawn again, and a run resumed from a checkpoint with the list in place never draws a listed
+sample, without re-running the pipeline.
 
 `QuarantineSampler` draws the dataset's rows (a seeded permutation per epoch, or in order) and
 passes over the quarantined ones at the moment they would be drawn; `max_draws` caps how often
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 
 from dataclean.feedback import schema as S
 from dataclean.ids import text_hash
-from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.lists import applied, read_list
 
 WEIGHT_KEY = "weight"
 
@@ -113,7 +114,7 @@ class DatasetQuarantine:
         self.weights[:] = 1.0
         if stamp is None:
             return True
-        table = read_list(self.path)
+        table = applied(read_list(self.path))
         keys = table.column(S.SAMPLE_ID).to_pylist()
         hashes = table.column(S.TEXT_HASH).to_pylist()
         actions = table.column(S.ACTION).to_pylist()

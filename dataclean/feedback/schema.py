@@ -34,7 +34,7 @@ SOURCE = "source"
 ADDED_AT = "added_at"
 TEXT = "text"
 
-ACTIONS = ("drop", "downweight")
+ACTIONS = ("drop", "downweight", "review")  # review: listed for a person, applied once accepted
 
 LOSS_LOG_SCHEMA = pa.schema(
     [

@@ -3,7 +3,7 @@
 Schema in `dataclean.feedback.schema.QUARANTINE_SCHEMA` (docs/contracts.md, "Quarantine list"). Lists
 merge without duplicates, keyed by `sample_id`: an entry seen in several lists keeps its first
 reason, text hash, text and timestamp, the widest step range, the most occurrences, the highest
-score, the strictest action (`drop` over `downweight`) and the lowest weight, and the union of
+score, the strictest action (`drop` over `downweight` over `review`) and the lowest weight, and the union of
 sources. So merging is idempotent: `merge(merge(a, b), b) == merge(a, b)`.
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataclean.errors import InputError
@@ -100,6 +101,15 @@ def _min(first: Any, second: Any) -> Any:
     return min(values) if values else None
 
 
+_STRICTNESS = ("drop", "downweight", "review", None)  # the strictest action of an entry wins
+
+
+def applied(table: pa.Table) -> pa.Table:
+    """The entries a run applies: all but those with action `review` (listed for a person by
+    `dataclean feedback`, applied once accepted with `dataclean feedback accept`)."""
+    return table.filter(pc.invert(pc.fill_null(pc.equal(table.column(S.ACTION), "review"), False)))
+
+
 def _combine(kept: dict[str, Any], new: dict[str, Any]) -> None:
     for name in (S.TEXT_HASH, S.REASON, S.TEXT):
         kept[name] = kept[name] if kept[name] is not None else new[name]
@@ -109,8 +119,7 @@ def _combine(kept: dict[str, Any], new: dict[str, Any]) -> None:
     kept[S.LAST_STEP] = max(last) if last else None
     occurrences = [v for v in (kept[S.OCCURRENCES], new[S.OCCURRENCES]) if v is not None]
     kept[S.OCCURRENCES] = max(occurrences) if occurrences else None
-    if "drop" in (kept[S.ACTION], new[S.ACTION]):
-        kept[S.ACTION] = "drop"
+    kept[S.ACTION] = min(kept[S.ACTION], new[S.ACTION], key=_STRICTNESS.index)
     kept[S.WEIGHT] = _min(kept[S.WEIGHT], new[S.WEIGHT])
     kept[S.SOURCE] = _union(kept[S.SOURCE], new[S.SOURCE])
     kept[S.ADDED_AT] = _min(kept[S.ADDED_AT], new[S.ADDED_AT])

@@ -13,7 +13,8 @@ OUT/quarantined lists every row the list touched, with the list's reason
 left out of OUT/data (counted as `quarantined`); an entry with action `downweight` keeps its row
 in OUT/data with `weight` lowered to the entry's weight (never raised, so applying a list twice
 changes nothing), and a copy of it, with that weight, is listed in OUT/quarantined (counted as
-`copied`, not again in the accounting invariant: the row is kept).
+`copied`, not again in the accounting invariant: the row is kept). Entries with action `review`
+(persistent outliers `dataclean feedback` lists for a person) are not applied until accepted.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
 from dataclean.ids import text_hashes
 from dataclean.io.files import open_input, read_parquet
-from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.lists import applied, read_list
 from dataclean.quarantine.neardup import NearDuplicateIndex
 from dataclean.stage import FitContext, GlobalStage, with_copies, with_drops
 
@@ -81,7 +82,7 @@ class DropQuarantined(GlobalStage):
         """Load the list (once per worker)."""
         if self.path is None or self._entries:
             return
-        listed = read_list(self.path)
+        listed = applied(read_list(self.path))
         self._entries = {row[S.SAMPLE_ID]: row for row in listed.to_pylist()}
         self._by_hash = {row[S.TEXT_HASH]: key for key, row in self._entries.items() if row[S.TEXT_HASH]}
         self._texts = {key: row[S.TEXT] for key, row in self._entries.items() if row[S.TEXT]}

@@ -25,6 +25,7 @@ from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.diagnose import EXCUSED, DiagnosisRules, Spike, diagnose
+from dataclean.feedback.analysis.kinds import DEFAULT_COLUMNS, URL, URL_HOST, Kind, review_kinds
 from dataclean.feedback.analysis.logs import Log, read_loss_log, read_step_log
 from dataclean.feedback.analysis.outliers import find_outliers, robust_z
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
@@ -37,6 +38,9 @@ from dataclean.quarantine.lists import make_list
 class Settings:
     """Detector settings (see `find_outliers`, `SpikeMonitor`, `DiagnosisRules`).
 
+    `outliers`: the action of persistent outliers' entries: `review` (listed for a person, applied
+    once accepted), `drop` or `downweight` (by `weight`); spike culprits are always `drop`.
+    `group_by`: corpus columns to rank kinds of samples by, beyond the usual ones (`kinds`).
     `spike_ratio` is lower than `SpikeMonitor`'s live default (3x): offline, every spike is
     diagnosed and only a `data` spike convicts samples, so a more sensitive detector costs a line
     in the report, not an innocent sample. It lets a few bad samples that lift their batch's mean
@@ -50,9 +54,10 @@ class Settings:
     spike_k: float = 4.0
     spike_ratio: float = 1.5
     spike_method: Literal["std", "mad"] = "std"
-    action: Literal["drop", "downweight"] = "drop"
+    outliers: Literal["review", "drop", "downweight"] = "review"
     weight: float = 0.1
     rules: DiagnosisRules = field(default_factory=DiagnosisRules)
+    group_by: tuple[str, ...] = ()
 
 
 @dataclass
@@ -68,6 +73,7 @@ class Analysis:
     quarantine: pa.Table
     nonfinite: int = 0
     unknown_ids: list[str] = field(default_factory=list)
+    kinds: list[Kind] = field(default_factory=list)
     corpus_rows: int | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -183,10 +189,11 @@ def analyze(
         if spike.diagnosis != "data" or spike.step not in batches:
             continue
         for sample_id, score in _spike_scores(spike, batches[spike.step]).items():
-            entries.setdefault(sample_id, {"reason": f"spike:{spike.step}", "score": score})
+            entries.setdefault(sample_id, {"reason": f"spike:{spike.step}", "score": score, "action": "drop"})
 
     for row in verdicts.filter(verdicts.column("flagged")).to_pylist():
-        entries.setdefault(row[S.SAMPLE_ID], {"reason": row[S.REASON], "score": row[S.SCORE]})
+        found = {"reason": row[S.REASON], "score": row[S.SCORE], "action": settings.outliers}
+        entries.setdefault(row[S.SAMPLE_ID], found)
 
     rows = []
     for sample_id, found in entries.items():
@@ -199,8 +206,8 @@ def analyze(
                 S.FIRST_STEP: seen.get(S.FIRST_STEP),
                 S.LAST_STEP: seen.get(S.LAST_STEP),
                 S.OCCURRENCES: seen.get("occurrences"),
-                S.ACTION: settings.action,
-                S.WEIGHT: 0.0 if settings.action == "drop" else settings.weight,
+                S.ACTION: found["action"],
+                S.WEIGHT: 0.0 if found["action"] == "drop" else settings.weight,
                 S.SOURCE: source,
                 S.ADDED_AT: now,
             }
@@ -217,7 +224,23 @@ def analyze(
     )
     if corpus is not None:
         _attach_corpus(analysis, corpus)
+        logged = pc.unique(table.column(S.SAMPLE_ID)).to_pylist()
+        groups = read_corpus_groups(corpus, logged, settings.group_by)
+        analysis.kinds = review_kinds(verdicts, groups, list(settings.group_by))
     return analysis
+
+
+def read_corpus_groups(corpus: str | Path, ids: list[str], extra: tuple[str, ...] = ()) -> pa.Table:
+    """The corpus rows of `ids` with `id`, `text` and every column a kind of sample is grouped by."""
+    dataset = ds.dataset(corpus_files(corpus), format="parquet")
+    names = dataset.schema.names
+    missing = [c for c in extra if c not in names and not (c == URL_HOST and URL in names)]
+    if missing:
+        raise InputError(str(corpus), f"no column {missing[0]!r} to group by (columns: {', '.join(names)})")
+    wanted = [C.ID, C.TEXT, *DEFAULT_COLUMNS, URL, *extra]
+    wanted += [n for n in names if n.startswith("quality_")]
+    columns = [n for n in dict.fromkeys(wanted) if n in names]
+    return dataset.to_table(columns=columns, filter=ds.field(C.ID).isin(ids))
 
 
 def _attach_corpus(analysis: Analysis, corpus: str | Path) -> None:

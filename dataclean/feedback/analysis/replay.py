@@ -45,10 +45,15 @@ class Replay:
     missing_texts: list[str] = field(default_factory=list)
 
 
-def _step_rows(losses: str | Path, step: int) -> pa.Table:
+def step_rows(losses: str | Path, step: int, since: float | None = None) -> pa.Table:
     """The loss log's rows of one step. A folder of Parquet files is filtered while it is read
-    (a long run's log need not fit in memory); other formats are read whole."""
+    (a long run's log need not fit in memory), from the files written at or after `since` (a Unix
+    time: a relaunched run's, `dataclean supervise`) when given; other formats are read whole."""
     files = log_files(losses)
+    if since is not None and files and all(_format_of(f) == "parquet" for f in files):
+        files = [f for f in files if f.stat().st_mtime >= since - 1]
+        if not files:
+            return S.LOSS_LOG_SCHEMA.empty_table()
     if files and all(_format_of(f) == "parquet" for f in files):
         dataset = ds.dataset([str(f) for f in files], format="parquet")
         if S.STEP not in dataset.schema.names:
@@ -71,7 +76,7 @@ def replay(
     losses: str | Path, step: int, corpus: str | Path | None = None, rank: int | None = None
 ) -> Replay:
     """The samples of `step` (of one `rank`, or all) with their losses, and texts from `corpus`."""
-    rows = _step_rows(losses, step)
+    rows = step_rows(losses, step)
     if rank is not None:
         rows = rows.filter(pc.fill_null(pc.equal(rows.column(S.RANK), rank), False))
     loss = pc.fill_null(rows.column(S.LOSS), math.nan)

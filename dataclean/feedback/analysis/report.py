@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.analyze import Analysis
 from dataclean.feedback.analysis.diagnose import EXCUSED, Spike
+from dataclean.feedback.analysis.kinds import kinds_markdown
 
 COLOURS = {
     "grad_explosion": "tab:red",
@@ -128,6 +129,7 @@ def markdown(analysis: Analysis, quarantine: pa.Table, picture: str | None) -> s
             lines.append(f"- samples blamed: {shown}" + (f" and {more} more" if more > 0 else ""))
         lines += [f"- action: {spike.action}", ""]
 
+    lines += ["", *kinds_markdown(analysis.kinds)] if analysis.corpus_rows is not None else []
     lines += ["", "## Quarantined samples", ""]
     if quarantine.num_rows == 0:
         lines.append("None.")
