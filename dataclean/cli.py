@@ -110,8 +110,10 @@ def summary_table(stats: dict[str, Any]) -> Table:
 # Subcommands imported when used: `dataclean run` should not wait for pandas and numba before it
 # starts Ray (its stages import what they need while Ray starts).
 LAZY_COMMANDS = {
+    "classify": "dataclean.classify.cli",
     "feedback": "dataclean.feedback.analysis.cli",
     "lm": "dataclean.lm.cli",
+    "pack": "dataclean.pack.cli",
     "supervise": "dataclean.feedback.supervise_cli",
 }
 

@@ -16,6 +16,9 @@ PPL_BUCKET = "ppl_bucket"
 DUP_CLUSTER = "dup_cluster"
 DUP_SCORE = "dup_jaccard"
 WEIGHT = "weight"
+# Added by the classify stage: `quality_<name>` per classifier, and its corpus bucket (0-19).
+QUALITY_PREFIX = "quality_"
+QUALITY_BUCKET = "quality_bucket"
 
 # Only in the excluded/ and quarantined/ outputs.
 STAGE = "stage"

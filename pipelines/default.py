@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclean.stage import Stage
+from dataclean.stages.classify import ScoreQuality
 from dataclean.stages.clean import CleanText
 from dataclean.stages.dedup import DropDuplicates
 from dataclean.stages.language import IdentifyLanguage
@@ -13,7 +14,8 @@ from dataclean.stages.split import SplitLongDocuments
 
 
 def build() -> list[Stage]:
-    """clean -> language -> quality -> dedup -> split -> perplexity -> perplexity_filter -> quarantine."""
+    """clean -> language -> quality -> dedup -> split -> perplexity -> perplexity_filter -> classify
+    -> quarantine."""
     return [
         CleanText(),
         # Right after clean: dedup's shingles and the perplexity model follow the language.
@@ -28,5 +30,7 @@ def build() -> list[Stage]:
         ScorePerplexity(),
         # Buckets at the corpus's 30th/60th percentiles per language; drop the worst 0.2%.
         FilterPerplexity(drop_fraction=0.002),
+        # A no-op until `--set classify.models=NAME:PATH` names a fastText quality classifier.
+        ScoreQuality(),
         DropQuarantined(),  # last: a no-op until `--quarantine LIST` (quarantine.path) is given
     ]

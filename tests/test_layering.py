@@ -52,7 +52,18 @@ PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (*STAGES, *CONTRACT, *RUN_LAYER, *CONCRETE_EXECUTORS, *RAY),
     ),
     "machinery": (
-        ("io", "report", "feedback", "columns.py", "errors.py", "ids.py", "stats.py", "config.py"),
+        (
+            "io",
+            "report",
+            "feedback",
+            "pack",
+            "classify",
+            "columns.py",
+            "errors.py",
+            "ids.py",
+            "stats.py",
+            "config.py",
+        ),
         (*STAGES, *RUN_LAYER, *CONCRETE_EXECUTORS, *RAY),
     ),
     "contract": (
