@@ -91,6 +91,7 @@ LAZY_COMMANDS = {
     "classify": "dataclean.classify.cli",
     "feedback": "dataclean.feedback.analysis.cli",
     "lm": "dataclean.lm.cli",
+    "pack": "dataclean.pack.cli",
     "supervise": "dataclean.feedback.supervise_cli",
 }
 

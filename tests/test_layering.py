@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dataclean"
-MACHINERY = ["dedup", "lm", "text", "io", "feedback"]
+MACHINERY = ["dedup", "lm", "text", "io", "feedback", "pack"]
 
 
 def _imports(path: Path) -> set[str]:

@@ -61,6 +61,7 @@ from dataclean.feedback.analysis.diagnose import DIAGNOSES, DiagnosisRules, diag
 from dataclean.feedback.analysis.outliers import robust_z
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter
 from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
+from dataclean.feedback.packed import flat_sample_ids
 from dataclean.feedback.playbook import Decision, Playbook
 from dataclean.feedback.rollback import PlaybookRunner
 from dataclean.ids import text_hash
@@ -275,10 +276,12 @@ class TrainingGuard:
         """Judge one step (after backward, before `optimizer.step()`); see the module docstring.
 
         `losses`: the batch's per-sample losses in the order of `sample_ids` (list, numpy array or
-        tensor). `scaler`: a GradScaler, whose current scale is the step's loss scale. `optimizer`:
-        needed for `skip`/`stop` to drop this step's update (default: the state's). `texts`: the
-        batch's texts (hashed only on a spike). `scheduler`: whose advance a skipped update undoes
-        (default: the state's). `lr`: the schedule's lr (default: read from the optimizer).
+        tensor; for packed rows one per sample segment, `per_sample_loss(..., position_ids=)`, with
+        `sample_ids` flat or as per-row lists). `scaler`: a GradScaler, whose current scale is the
+        step's loss scale. `optimizer`: needed for `skip`/`stop` to drop this step's update
+        (default: the state's). `texts`: the batch's texts (hashed only on a spike). `scheduler`:
+        whose advance a skipped update undoes (default: the state's). `lr`: the schedule's lr
+        (default: read from the optimizer).
         """
         if self.state is not None:
             optimizer = optimizer if optimizer is not None else self.state.optimizer
@@ -286,6 +289,7 @@ class TrainingGuard:
         factor = self.playbook.begin(step, optimizer)
         loss_value = _scalar(loss)
         assert loss_value is not None
+        sample_ids = flat_sample_ids(sample_ids)  # a packed batch's per-row lists, in order
         grad = _scalar(grad_norm)
         rate = _scalar(lr)
         if rate is None and optimizer is not None:

@@ -208,7 +208,9 @@ class QuarantineSampler:
 class QuarantinedDataset:
     """A map-style dataset whose items carry their loss weight (`weight`: 1.0, a down-weighted
     entry's weight, 0.0 when quarantined). Dict items get a `weight` key; tuples get the weight
-    appended; anything else becomes (item, weight). `sampler()` leaves quarantined rows out."""
+    appended; anything else becomes (item, weight). `sampler()` leaves quarantined rows out.
+    Over a `PackedDataset`, give a `dataclean.feedback.packed.PackedQuarantine` as `view`: items
+    then carry one weight per sample and the dropped samples' labels masked (see there why)."""
 
     def __init__(self, dataset: Any, view: DatasetQuarantine) -> None:
         if len(dataset) != len(view):
@@ -221,6 +223,8 @@ class QuarantinedDataset:
 
     def __getitem__(self, index: int) -> Any:
         item = self.dataset[index]
+        if hasattr(self.view, "weigh"):  # a PackedQuarantine: per-sample weights, masked labels
+            return self.view.weigh(item, index)
         weight = np.float32(self.view.weights[index])  # collated to float32, like the losses
         if isinstance(item, dict):
             return {**item, WEIGHT_KEY: weight}
