@@ -9,8 +9,9 @@ first run after install: every kernel compiles), then again with that folder as 
 left it (a warm run). The headline is cold / warm, per round and its median: figures on a shared
 machine drift by +-30% from minute to minute, their ratio within one round much less.
 
-`--compare-tree DIR` also runs another checkout of dataclean (e.g. the main branch before
-`dataclean.kernels`) in the same rounds, alternating with this one, for the same two figures.
+`--compare-tree DIR` also runs another checkout of dataclean (e.g. the main branch before the
+compile scheduling of `dataclean.warmup`) in the same rounds, alternating with this one, for the
+same two figures.
 """
 
 from __future__ import annotations

@@ -6,26 +6,22 @@ Library errors (`DatacleanError`) become one line on stderr and a non-zero exit,
 from __future__ import annotations
 
 import importlib
-import logging
-import os
 import sys
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dataclean.config import parse_settings, select_stages
-from dataclean.errors import DatacleanError
-from dataclean.executors import make_executor
+from dataclean.errors import ConfigError, DatacleanError
 from dataclean.io.readers import ReadOptions
-from dataclean.kernels import compile_in_background
 from dataclean.recipes import load_recipe
-from dataclean.run import run_pipeline, write_run_report
+from dataclean.run import ALREADY_COMPLETE
+from dataclean.session import Session, exit_process
 from dataclean.stage import Stage
 
 console = Console(stderr=True)
@@ -35,36 +31,68 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
-def perplexity_settings(
-    models: tuple[str, ...], max_ppl: tuple[str, ...], drop_fraction: float | None
-) -> list[str]:
-    """`dataclean run`'s --lm / --max-ppl / --drop-ppl-fraction as `--set` strings."""
-    settings = []
+def _stage_of_type(stages: Sequence[Stage], kind: type[Stage], option: str) -> str:
+    """The name of the recipe's one stage of type `kind` (whatever the recipe calls it), for an
+    option that sets it."""
+    names = [stage.name for stage in stages if isinstance(stage, kind)]
+    if len(names) != 1:
+        found = "none" if not names else ", ".join(names)
+        raise ConfigError(
+            f"{option}: needs one {kind.name} stage ({kind.__name__}) in the recipe, found {found}"
+        )
+    return names[0]
+
+
+def option_settings(
+    stages: Sequence[Stage],
+    max_chars: int | None = None,
+    models: tuple[str, ...] = (),
+    max_ppl: tuple[str, ...] = (),
+    drop_fraction: float | None = None,
+    quarantine: str | None = None,
+) -> tuple[list[str], list[str]]:
+    """`dataclean run`'s shorthand options as `--set` strings for the recipe's stages of their
+    type: (those an explicit `--set` overrides, those that override it)."""
+    from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
+    from dataclean.stages.quarantine import DropQuarantined
+    from dataclean.stages.split import SplitLongDocuments
+
+    before, after = [], []
+    if max_chars is not None:
+        before.append(f"{_stage_of_type(stages, SplitLongDocuments, '--max-chars')}.max_chars={max_chars}")
     if models:
-        settings.append(f"perplexity.models={','.join(models)}")
+        before.append(f"{_stage_of_type(stages, ScorePerplexity, '--lm')}.models={','.join(models)}")
     if max_ppl:
-        settings.append(f"perplexity_filter.max_ppl={','.join(max_ppl)}")
+        before.append(f"{_stage_of_type(stages, FilterPerplexity, '--max-ppl')}.max_ppl={','.join(max_ppl)}")
     if drop_fraction is not None:
-        settings.append(f"perplexity_filter.drop_fraction={drop_fraction}")
-    return settings
+        name = _stage_of_type(stages, FilterPerplexity, "--drop-ppl-fraction")
+        before.append(f"{name}.drop_fraction={drop_fraction}")
+    if quarantine is not None:
+        after.append(f"{_stage_of_type(stages, DropQuarantined, '--quarantine')}.path={quarantine}")
+    return before, after
 
 
 def summary_table(stats: dict[str, Any]) -> Table:
-    """Rows in, kept, dropped by reason and seconds, per stage and in total."""
-    table = Table(title="dataclean run", show_lines=False)
-    table.add_column("stage")
-    table.add_column("rows in", justify="right")
-    table.add_column("rows out", justify="right")
-    table.add_column("dropped (reason: rows)")
-    table.add_column("seconds", justify="right")
+    """Rows in and out, drops by reason and seconds, per stage and in total, in 80 columns: the
+    row names the stage, so reasons lose its prefix, one reason a line, never cut."""
+    table = Table(
+        title=f"dataclean run: {stats['seconds']['wall']:.2f} s", box=box.SIMPLE_HEAD, padding=(0, 1)
+    )
+    table.add_column("stage", no_wrap=True)
+    table.add_column("rows in", justify="right", no_wrap=True)
+    table.add_column("rows out", justify="right", no_wrap=True)
+    table.add_column("dropped: reason rows", overflow="fold")
+    table.add_column("seconds", justify="right", no_wrap=True)
     for stage in stats["stages"]:
-        dropped = ", ".join(f"{reason}: {count}" for reason, count in stage["dropped"].items())
-        added = f" (+{stage['rows_added']} chunks)" if stage["rows_added"] > 0 else ""
+        name = stage["stage"]
+        lines = [f"{reason.removeprefix(name + ':')} {count:,}" for reason, count in stage["dropped"].items()]
+        if stage["rows_added"] > 0:
+            lines.append(f"(+{stage['rows_added']:,} chunks)")
         table.add_row(
-            stage["stage"],
+            name,
             f"{stage['rows_in']:,}",
-            f"{stage['rows_out']:,}{added}",
-            dropped or "-",
+            f"{stage['rows_out']:,}",
+            "\n".join(lines) or "-",
             f"{stage['seconds']:.2f}",
         )
     totals = stats["totals"]
@@ -72,9 +100,9 @@ def summary_table(stats: dict[str, Any]) -> Table:
     table.add_row(
         "total",
         f"{totals['rows_in']:,}",
-        f"{totals['kept']:,} kept",
-        f"{totals['excluded']:,} excluded, {totals['quarantined']:,} quarantined",
-        f"{stats['seconds']['wall']:.2f} wall",
+        f"{totals['kept']:,}",
+        f"{totals['excluded']:,} excluded\n{totals['quarantined']:,} quarantined",
+        f"{stats['seconds']['wall']:.2f}",
     )
     return table
 
@@ -82,8 +110,10 @@ def summary_table(stats: dict[str, Any]) -> Table:
 # Subcommands imported when used: `dataclean run` should not wait for pandas and numba before it
 # starts Ray (its stages import what they need while Ray starts).
 LAZY_COMMANDS = {
+    "classify": "dataclean.classify.cli",
     "feedback": "dataclean.feedback.analysis.cli",
     "lm": "dataclean.lm.cli",
+    "pack": "dataclean.pack.cli",
     "supervise": "dataclean.feedback.supervise_cli",
 }
 
@@ -112,47 +142,6 @@ class _Handled(click.Group):
 @click.version_option(package_name="dataclean")
 def cli() -> None:
     """dataclean: a data-quality pipeline for LLM training corpora."""
-
-
-def _start(
-    load_stages: Callable[[], list[Stage]], start_executor: Callable[[], Any]
-) -> tuple[list[Stage], Any]:
-    """The recipe's stages and a started executor. `ray.init` mostly waits for Ray's processes
-    to start, so the stages (and the modules they import) load meanwhile, in a thread."""
-    with ThreadPoolExecutor(1) as pool:
-        loading = pool.submit(load_stages)
-        engine = start_executor()
-        try:
-            return loading.result(), engine
-        except BaseException:
-            engine.close()
-            raise
-
-
-def _stages_and_report_ready(load_stages: Callable[[], list[Stage]]) -> list[Stage]:
-    """The stages, then their kernels started compiling and the report's code loaded ahead of the
-    report at the end of the run (0.4 s off it; this runs while Ray starts). A report that cannot
-    load is the report's problem: it warns when it is written, and the run goes on."""
-    stages = load_stages()
-    compile_in_background(stages)  # dedup's kernels, while Ray starts (dataclean.kernels)
-    try:
-        from dataclean.report import prepare
-
-        prepare()
-    except Exception as error:
-        logging.getLogger(__name__).debug("report not prepared ahead: %s", error)
-    return stages
-
-
-def _close_writing_report(engine: Any, output: str) -> None:
-    """Close the executor and write OUT/report.html at once: Ray's shutdown mostly waits for its
-    processes to exit, the report mostly reads Parquet."""
-    closing = threading.Thread(target=engine.close, name="dataclean-executor-close")
-    closing.start()
-    try:
-        write_run_report(output)
-    finally:
-        closing.join()
 
 
 @cli.command()
@@ -197,7 +186,7 @@ def _close_writing_report(engine: Any, output: str) -> None:
     "--max-chars",
     type=int,
     default=None,
-    help="Split documents over N characters into samples (--set split.max_chars=N).",
+    help="Split documents over N characters into samples (max_chars of the recipe's split stage).",
 )
 @click.option(
     "--lm",
@@ -226,9 +215,16 @@ def _close_writing_report(engine: Any, output: str) -> None:
     "quarantine_list",
     default=None,
     metavar="LIST",
-    help="Quarantine list from `dataclean feedback` (same as --set quarantine.path=LIST).",
+    help="Quarantine list from `dataclean feedback` (path of the recipe's quarantine stage, whatever "
+    "its name).",
 )
-@click.option("--batch-rows", type=int, default=2048, show_default=True)
+@click.option(
+    "--batch-rows",
+    type=int,
+    default=2048,
+    show_default=True,
+    help="Rows per batch through the stages (a batch also stops at about 32 MB of text).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary table.")
@@ -257,11 +253,6 @@ def run(
     quiet: bool,
 ) -> None:
     """Clean INPUTS (files, globs, folders, hf:PATH) into OUTPUT."""
-    if max_chars is not None:  # sugar; an explicit --set split.max_chars wins
-        settings = (f"split.max_chars={max_chars}", *settings)
-    settings = (*perplexity_settings(lm_models, max_ppl, drop_ppl_fraction), *settings)
-    if quarantine_list is not None:
-        settings = (*settings, f"quarantine.path={quarantine_list}")
     read_options = ReadOptions(
         text_column=text_column,
         id_column=id_column,
@@ -269,14 +260,17 @@ def run(
         batch_rows=batch_rows,
         on_error=on_error,  # type: ignore[arg-type]
     )
-    stages, engine = _start(
-        lambda: _stages_and_report_ready(
-            lambda: select_stages(load_recipe(recipe), _split(only), _split(skip), parse_settings(settings))
-        ),
-        lambda: make_executor(executor, address, workers),
-    )
-    try:
-        with Progress(
+
+    def load() -> list[Stage]:
+        stages = load_recipe(recipe)
+        before, after = option_settings(
+            stages, max_chars, lm_models, max_ppl, drop_ppl_fraction, quarantine_list
+        )
+        return select_stages(stages, _split(only), _split(skip), parse_settings([*before, *settings, *after]))
+
+    with (
+        Session(load, executor, address, workers) as session,
+        Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -284,33 +278,27 @@ def run(
             console=console,
             disable=quiet or not console.is_terminal,
             transient=True,
-        ) as bar:
-            tasks: dict[str, Any] = {}
+        ) as bar,
+    ):
+        tasks: dict[str, Any] = {}
 
-            def progress(label: str, done: int, total: int) -> None:
-                if label not in tasks:
-                    tasks[label] = bar.add_task(label, total=total)
-                bar.update(tasks[label], completed=done)
+        def progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=total)
+            bar.update(tasks[label], completed=done)
 
-            stats = run_pipeline(
-                list(inputs),
-                output,
-                stages,
-                engine,
-                read_options,
-                overwrite,
-                keep_work,
-                progress,
-                pipeline_name=recipe,
-                report=False,
-            )
-    except BaseException:
-        engine.close()
-        raise
-    _close_writing_report(engine, output)
+        stats = session.run(
+            list(inputs), output, read_options, overwrite, keep_work, progress, pipeline_name=recipe
+        )
+    if stats.get(ALREADY_COMPLETE):
+        click.echo(
+            f"{output} already holds this run, complete (same config and inputs): nothing to do; "
+            f"{stats['totals']['kept']:,} rows kept. --overwrite runs it again."
+        )
+        return
     if not quiet:
-        # Not a terminal (a log, a pipe): print wide enough to keep stage and reason names whole.
-        Console(width=None if sys.stdout.isatty() else 120).print(summary_table(stats))
+        # Not a terminal (a log, a pipe): 80 columns, which the table fits.
+        Console(width=None if sys.stdout.isatty() else 80).print(summary_table(stats))
     click.echo(f"wrote {output}: {stats['totals']['kept']:,} rows kept", err=quiet)
 
 
@@ -333,10 +321,9 @@ def report(output: str, earlier: str | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `dataclean` command and `python -m dataclean`.
 
-    Run as the program itself (no `argv`), the process ends as soon as the command has finished and
-    its output is flushed: the interpreter's teardown of Ray's, Arrow's and numba's native modules
-    takes another 0.4-0.6 s after a run (measured on the 1M-document benchmark) and does nothing a
-    finished command needs. Called with `argv` (from Python), it returns or raises as usual.
+    Run as the program itself (no `argv`), the process ends as soon as the command has finished
+    and its output is flushed (`dataclean.session.exit_process` says why). Called with `argv`
+    (from Python), it returns or raises as usual.
     """
     if argv is not None:
         cli.main(args=argv, prog_name="dataclean")
@@ -344,19 +331,5 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(prog_name="dataclean")
     except SystemExit as finished:
-        _exit_now(finished.code)
-    _exit_now(0)
-
-
-def _exit_now(code: int | str | None) -> None:
-    """Flush what the command wrote, then leave without the interpreter's teardown; unless Ray is
-    still up (an embedded Ray is stopped by its atexit hook), then exit the ordinary way."""
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        sys.exit(code)
-    if isinstance(code, str):  # what sys.exit would print
-        print(code, file=sys.stderr)
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+        exit_process(finished.code)
+    exit_process(0)

@@ -16,6 +16,9 @@ PPL_BUCKET = "ppl_bucket"
 DUP_CLUSTER = "dup_cluster"
 DUP_SCORE = "dup_jaccard"
 WEIGHT = "weight"
+# Added by the classify stage: `quality_<name>` per classifier, and its corpus bucket (0-19).
+QUALITY_PREFIX = "quality_"
+QUALITY_BUCKET = "quality_bucket"
 
 # Only in the excluded/ and quarantined/ outputs.
 STAGE = "stage"
@@ -42,14 +45,35 @@ QUALITY_RUNS_CUT = "quality_runs_cut"
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.
 DROP_REASON = "__drop_reason"
+# Private: per-row counts of what a stage did (`__count_{what}`, e.g. escape sequences removed),
+# which the runner totals into the stage's stats (`counts`) and removes before anything is written.
+COUNT_PREFIX = "__count_"
 # Private: a stage lists a row it keeps in its destination folder too (a copy) with a reason here.
 COPY_REASON = "__copy_reason"
-# Private: a stage counts something per row in `{COUNT_PREFIX}{name}` (int); the runner sums each
-# into the stage's `counts` in stats.json and removes the column (`with_counts`).
-COUNT_PREFIX = "__count:"
 # Private: rows a stage records about each row for its OUT/ records file (`with_records`): a list
 # of structs per row; the runner writes them with the row's id and removes the column.
 RECORDS = "__records"
+
+# The training-feedback files (docs/contracts.md, "Training feedback"): the per-sample loss log
+# (`sample_id`, `loss`, optional `step`, `epoch`, `rank`, `tokens`), the step log (`step`, `loss`,
+# optional `lr`, `grad_norm`, `loss_scale`) and the quarantine list (`sample_id`, `text_hash`,
+# `reason`, `score`, `first_step`, `last_step`, `occurrences`, `action`, `weight`, `source`,
+# `added_at`, `text`). A sample id is a corpus row's `id`.
+SAMPLE_ID = "sample_id"
+LOSS = "loss"
+STEP = "step"
+EPOCH = "epoch"
+RANK = "rank"
+TOKENS = "tokens"
+LR = "lr"
+GRAD_NORM = "grad_norm"
+LOSS_SCALE = "loss_scale"
+SCORE = "score"
+FIRST_STEP = "first_step"
+LAST_STEP = "last_step"
+OCCURRENCES = "occurrences"
+SOURCE = "source"
+ADDED_AT = "added_at"
 
 # Contract columns first, in this order, in every output file.
 LEADING = (ID, TEXT, PARENT_ID, LANG, LANG_SCORE, TEXT_HASH, WEIGHT, DUP_CLUSTER, PPL, PPL_BUCKET)

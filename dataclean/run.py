@@ -29,19 +29,24 @@ import dataclean
 from dataclean import columns as C
 from dataclean.config import config_hash, describe
 from dataclean.errors import ConfigError, OutputError
+from dataclean.executors.base import Executor
 from dataclean.io import hf
 from dataclean.io.files import atomic_output, read_parquet
 from dataclean.io.layout import MANIFEST, OUTPUT_ENTRIES, Layout
-from dataclean.io.readers import ReadOptions
+from dataclean.io.readers import ReadOptions, parquet_columns
 from dataclean.io.shards import Shard, discover, filesystem
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
-from dataclean.kernels import compile_kernels
 from dataclean.runner import GroupTask, GroupWorker, redaction
-from dataclean.stage import Executor, FitContext, GlobalStage, Stage
+from dataclean.stage import FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
+from dataclean.warmup import compile_kernels
 
 Progress = Callable[[str, int, int], None]
+# In the stats `run_pipeline` returns when OUT already holds this run, complete: nothing was run.
+ALREADY_COMPLETE = "already_complete"
 log = logging.getLogger(__name__)
+# The columns every batch has when it leaves the reader (`dataclean.io.readers`).
+READER_COLUMNS = (C.ID, C.TEXT, C.PARENT_ID, C.BAD_BYTES)
 
 
 @dataclass
@@ -53,7 +58,9 @@ class Group:
 
 
 def plan(stages: Sequence[Stage]) -> list[Group]:
-    """Cut stages into groups at each barrier; a barrier's apply starts the next group."""
+    """Check the stage names are unique, then cut the stages into groups at each barrier; a
+    barrier's apply starts the next group. (`run_pipeline` checks the columns, `check_columns`,
+    once it knows the inputs.)"""
     names = [stage.name for stage in stages]
     duplicated = sorted({name for name in names if names.count(name) > 1})
     if duplicated:
@@ -66,6 +73,55 @@ def plan(stages: Sequence[Stage]) -> list[Group]:
         else:
             groups[-1].stages.append(stage)
     return groups
+
+
+def _producers_of(column: str) -> list[str]:
+    """Names of dataclean's own stages (`dataclean.stages`, as loaded in this process) that provide
+    `column`: the hint of a missing-column error."""
+    found: list[str] = []
+    pending = list(Stage.__subclasses__())
+    while pending:
+        kind = pending.pop()
+        pending.extend(kind.__subclasses__())
+        bundled = kind.__module__.startswith("dataclean.stages.")
+        if bundled and column in kind.provides and getattr(kind, "name", None) and kind.name not in found:
+            found.append(kind.name)
+    return sorted(found)
+
+
+def input_columns(shards: Sequence[Shard]) -> tuple[str, ...]:
+    """The columns the inputs carry, as far as planning knows them without reading a row: those
+    of the first shard's Parquet footer (e.g. a previous run's OUT/data, to re-run its filters),
+    none for JSONL and text inputs."""
+    if not shards or shards[0].format != "parquet":
+        return ()
+    return tuple(parquet_columns(shards[0]))
+
+
+def check_columns(stages: Sequence[Stage], given: Sequence[str] = ()) -> None:
+    """Every column a stage requires is the reader's (`READER_COLUMNS`), one the inputs carry
+    (`given`, see `input_columns`) or one a stage before it provides, and every column has one
+    producer among the stages; else a `ConfigError` of one line naming the stage and the column.
+    A stage may provide a column the input carries: the language stage keeps an input `lang`
+    (labelling only its empty rows), perplexity an input `ppl` (unless `rescore`), dedup replaces
+    its columns (docs/contracts.md, "Rows and columns")."""
+    producers: dict[str, str] = {}
+    for stage in stages:
+        for column in stage.required_columns():
+            if column not in READER_COLUMNS and column not in given and column not in producers:
+                known = _producers_of(column)
+                hint = f" (add the {' or '.join(known)} stage before it)" if known else ""
+                raise ConfigError(
+                    f"stage {stage.name!r} needs column {column!r}, which no stage before it provides{hint}"
+                )
+        for column in stage.provided_columns():
+            if column in READER_COLUMNS or column in producers:
+                first = "the reader" if column in READER_COLUMNS else f"stage {producers[column]!r}"
+                raise ConfigError(
+                    f"stage {stage.name!r} provides column {column!r}, which {first} provides already: "
+                    "a column has one producer"
+                )
+            producers[column] = stage.name
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -91,6 +147,9 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
     """Check OUT/ against the config: returns the earlier manifest when resuming, else None."""
+    fs, path = filesystem(layout.root)
+    if fs.get_file_info(path).is_file:
+        raise OutputError(f"{layout.root} is a file: the output (-o) is a folder, new or from an earlier run")
     manifest_path = layout.manifest
     if exists(manifest_path):
         manifest = read_json(manifest_path)
@@ -104,7 +163,6 @@ def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> d
             f"{layout.root} holds a run with another config ({'; '.join(changes[:5]) or 'changed'}); "
             "use --overwrite to replace it or choose another output folder"
         )
-    fs, path = filesystem(layout.root)
     from pyarrow.fs import FileSelector
 
     entries = fs.get_file_info(FileSelector(path, allow_not_found=True))
@@ -179,6 +237,7 @@ def run_pipeline(
     }
     resumed = prepare_output(layout, config, overwrite)
     shards = discover(resolve_inputs(inputs, layout))
+    check_columns(stages, input_columns(shards))  # before any row is read, on every executor
     manifest = {
         "dataclean_version": dataclean.__version__,
         "config": config,
@@ -188,12 +247,13 @@ def run_pipeline(
     }
     if resumed and resumed.get("complete"):
         if _same_inputs(resumed, manifest) and exists(layout.stats):
-            return dict(read_json(layout.stats))
+            # Nothing to do: the stats of the run that finished, marked so (not in stats.json).
+            return {**read_json(layout.stats), ALREADY_COMPLETE: True}
         clear_output(layout)  # same config, changed inputs: a completed run starts over
     write_json(layout.manifest, manifest)
     for stage in stages:  # before they are shipped to the workers (Stage.prepare)
         stage.prepare(f"{layout.work}/prepare-{stage.name}")
-    compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.kernels)
+    compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.warmup)
 
     redactor, unredacted = redaction(list(stages))
     all_stats: list[dict[str, Any]] = []

@@ -32,9 +32,8 @@ from dataclean.io.layout import EXCLUDED, QUARANTINED, Layout
 from dataclean.io.readers import ReadOptions, read_shard
 from dataclean.io.shards import Shard
 from dataclean.io.writers import PartWriter, read_parquet_batches, write_json
-from dataclean.lang import identify_languages
 from dataclean.stage import GlobalStage, Stage, reason_kind
-from dataclean.stats import new_account, new_stage
+from dataclean.stats import UNDECODABLE, new_account, new_stage
 
 READ = "read"
 
@@ -55,13 +54,24 @@ def _text_bytes(table: pa.Table) -> int:
     return int(total or 0)
 
 
+def _take_counts(table: pa.Table, stage_stats: dict[str, Any]) -> pa.Table:
+    """Add a stage's per-row counts (`with_counts`) to its stats, and remove their columns."""
+    names = [name for name in table.column_names if name.startswith(C.COUNT_PREFIX)]
+    if not names:
+        return table
+    counts = stage_stats.setdefault("counts", {})
+    for name in names:
+        what = name.removeprefix(C.COUNT_PREFIX)
+        counts[what] = counts.get(what, 0) + int(pc.sum(table.column(name)).as_py() or 0)
+    return table.drop_columns(names)
+
+
 def finalize(table: pa.Table) -> pa.Table:
-    """Kept rows as written to OUT/data: contract columns completed and first, in order."""
+    """Kept rows as written to OUT/data: contract columns first, in order. A column no stage
+    produced is completed with its neutral value: `text_hash` computed, `weight` 1.0, `dup_cluster`
+    null. `lang` is not: only the `language` stage labels rows (a run without it has no `lang`)."""
     if C.TEXT_HASH not in table.column_names or table.column(C.TEXT_HASH).null_count:
         table = _set(table, C.TEXT_HASH, text_hashes(table.column(C.TEXT)))
-    if C.LANG not in table.column_names:
-        lang, lang_score = identify_languages(table.column(C.TEXT))
-        table = _set(_set(table, C.LANG, lang), C.LANG_SCORE, lang_score)
     if C.WEIGHT not in table.column_names:
         table = _set(table, C.WEIGHT, pa.array([1.0] * table.num_rows, pa.float64()))
     if C.DUP_CLUSTER not in table.column_names:
@@ -110,18 +120,6 @@ def split_outputs(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table 
     if C.ACTION in kept.column_names:
         kept = kept.drop_columns([C.ACTION])
     return kept, dropped, copies
-
-
-def _take_counts(table: pa.Table, stage_stats: dict[str, Any]) -> pa.Table:
-    """Sum a stage's per-row counts (`with_counts`) into its stats; return the table without them."""
-    names = [name for name in table.column_names if name.startswith(C.COUNT_PREFIX)]
-    if not names:
-        return table
-    counts = stage_stats.setdefault("counts", {})
-    for name in names:
-        kind = name[len(C.COUNT_PREFIX) :]
-        counts[kind] = counts.get(kind, 0) + int(pc.sum(table.column(name)).as_py() or 0)
-    return table.drop_columns(names)
 
 
 def _labelled(stage_name: str, rows: pa.Table, reason_column: str) -> pa.Table:
@@ -244,6 +242,10 @@ class _ShardRun:
                 read["seconds"] += time.perf_counter() - started
                 account["rows_in"] += batch.num_rows
                 read["rows_in"] += batch.num_rows
+                if C.BAD_BYTES in batch.column_names:
+                    counts = read.setdefault("counts", {})
+                    undecodable = int(pc.sum(batch.column(C.BAD_BYTES)).as_py() or 0)
+                    counts[UNDECODABLE] = counts.get(UNDECODABLE, 0) + undecodable
                 kept, dropped = split_drops(READ, batch)
                 if dropped is not None:
                     self._route(READ, EXCLUDED, dropped)

@@ -1,9 +1,10 @@
 """The stage contract: a named callable from an Arrow table to an Arrow table.
 
 A stage adds or replaces columns, or marks rows to drop with a reason (`with_drops`), or marks
-kept rows to list in its destination folder as well (`with_copies`). It never
-writes files, never counts, never times and never imports Ray: the runner (`dataclean.runner`) splits
-kept from dropped rows, prefixes the reason with the stage name, counts and times every stage.
+kept rows to list in its destination folder as well (`with_copies`), or says per row how much it
+did (`with_counts`: escape sequences removed). It never writes files, never sums, never times
+and never imports Ray: the runner (`dataclean.runner`) splits kept from dropped rows, prefixes the
+reason with the stage name, counts, sums and times every stage.
 
 Stages are dataclasses whose init fields are their parameters: typed, validated in
 `__post_init__` (raise `ConfigError` naming the field), and settable from the CLI with
@@ -19,16 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 
 from dataclean import columns as C
-
-T = TypeVar("T")
-R = TypeVar("R")
+from dataclean.executors.base import Executor, MapFunction  # noqa: F401 - part of the contract's names
 
 
 class Stage(ABC):
@@ -57,6 +57,10 @@ class Stage(ABC):
     # `contamination.parquet`): the file's name, and the columns of its records after `id`.
     records_file: ClassVar[str | None] = None
     records_schema: ClassVar[pa.Schema | None] = None
+    # True: the run compiles this (global) stage's kernels by a rehearsal, its observe, fit and
+    # apply over a tiny mixed-language corpus (`dataclean.warmup.rehearse`), instead of calling
+    # `compile_kernels`: for kernels that only `fit` reaches, with the types of a real run.
+    rehearse: ClassVar[bool] = False
 
     def required_columns(self) -> tuple[str, ...]:
         """Columns this stage reads that an earlier stage must provide (default: `requires`)."""
@@ -79,7 +83,12 @@ class Stage(ABC):
         """Compile the numba kernels this stage runs (or load them from the cache), on a tiny input
         of the same types as real batches, without loading models. Called once per run on a
         worker before the first shard, so each kernel is compiled once, not once per worker
-        process (`dataclean.kernels`)."""
+        process (`dataclean.warmup`)."""
+
+    def rehearsal_copy(self) -> Stage:
+        """A fresh copy of this stage for a rehearsal (`rehearse`): fitting it must not touch
+        `self`, and a setting the tiny corpus cannot serve (a column it lacks) is replaced."""
+        return dataclasses.replace(self) if dataclasses.is_dataclass(self) else self
 
     def redact(self, table: pa.Table) -> pa.Table:
         """Rows (as the runner writes them, with `stage` and `reason`) with personal data removed;
@@ -95,30 +104,6 @@ class Stage(ABC):
         if not dataclasses.is_dataclass(self):
             return {}
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
-
-
-class MapFunction(Protocol):
-    """What an executor maps: a picklable callable, shipped once to each worker."""
-
-    def __call__(self, item: Any) -> Any: ...
-
-
-class Executor(Protocol):
-    """Runs a function over work items in parallel and returns the results in item order.
-
-    `light=True` says the function holds no model and is cheap to ship (the steps of a barrier's
-    `fit`): an executor may then run it as plain tasks instead of a pool of long-lived workers.
-    """
-
-    workers: int
-
-    def map(
-        self,
-        fn: Callable[[T], R],
-        items: Sequence[T],
-        on_result: Callable[[int, R], None] | None = None,
-        light: bool = False,
-    ) -> list[R]: ...
 
 
 @dataclass
@@ -192,17 +177,6 @@ def reason_kind(reason: str) -> str:
     return ":".join(parts[:2])
 
 
-def with_counts(table: pa.Table, counts: dict[str, pa.Array | Sequence[int]]) -> pa.Table:
-    """Count things per row for stats.json: `counts[name][i]` for row i. The runner sums each
-    name into the stage's `counts` (`"counts": {"email": 12}`) and removes the columns."""
-    for name, values in counts.items():
-        array = values if isinstance(values, pa.Array) else pa.array(values, type=pa.int64())
-        if len(array) != table.num_rows:
-            raise ValueError(f"{len(array)} counts of {name!r} for {table.num_rows} rows")
-        table = table.append_column(f"{C.COUNT_PREFIX}{name}", array)
-    return table
-
-
 def with_records(table: pa.Table, records: pa.Array) -> pa.Table:
     """Record facts about rows in the stage's `records_file`: `records[i]` is a list of structs
     (of `records_schema`'s fields) about row i, empty or null for none. The runner writes each
@@ -221,3 +195,15 @@ def with_copies(table: pa.Table, reasons: pa.Array | Sequence[str | None]) -> pa
     if len(array) != table.num_rows:
         raise ValueError(f"{len(array)} copy reasons for {table.num_rows} rows")
     return table.append_column(C.COPY_REASON, array.cast(pa.string()))
+
+
+def with_counts(table: pa.Table, counts: Mapping[str, pa.Array | np.ndarray | Sequence[int]]) -> pa.Table:
+    """Count what the stage did, per row: `counts[what][i]` for row i (`escape_sequences`). The
+    runner totals each `what` into the stage's stats (`stats.json`: the stage's `counts`), over
+    kept and dropped rows alike, and writes none of these columns."""
+    for what, values in counts.items():
+        array = pa.array(values, pa.int64())
+        if len(array) != table.num_rows:
+            raise ValueError(f"{len(array)} counts of {what} for {table.num_rows} rows")
+        table = table.append_column(C.COUNT_PREFIX + what, array)
+    return table

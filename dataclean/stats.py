@@ -1,7 +1,8 @@
 """Run statistics: small, additive, one dict per (stage group, shard) task, merged by summing.
 
-A task's stats hold, per stage, rows in/out, rows added (split), bytes in/out, seconds and drops by
-reason kind, plus the shard's row accounting. `summarize` merges all tasks into `stats.json`,
+A task's stats hold, per stage, rows in/out, rows added (split), bytes in/out, seconds, drops by
+reason kind and, where the stage counts something (`with_counts`; the reader's undecodable bytes),
+`counts`, plus the shard's row accounting. `summarize` merges all tasks into `stats.json`,
 whose totals show the accounting invariant (docs/contracts.md):
     rows_in + rows_added == kept + excluded + quarantined
 per shard and in total. `copied` counts the kept rows also listed in a stage's destination
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+# The reader's count (stages[read].counts, and in totals): input bytes that were not UTF-8, removed.
+UNDECODABLE = "undecodable_bytes"
 STAGE_FIELDS = ("rows_in", "rows_out", "rows_added", "bytes_in", "bytes_out", "seconds")
 ACCOUNT_FIELDS = ("rows_in", "rows_added", "kept", "excluded", "quarantined", "copied")
 
@@ -83,6 +86,7 @@ def summarize(
             **totals,
             "invariant_holds": invariant_holds(totals) and all(s["invariant_holds"] for s in shards.values()),
             "bytes_in": stages.get("read", {}).get("bytes_out", 0),
+            UNDECODABLE: stages.get("read", {}).get("counts", {}).get(UNDECODABLE, 0),
         },
         "stages": ordered,
         "reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),

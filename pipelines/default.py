@@ -1,8 +1,9 @@
-"""The default recipe: the stages every corpus goes through, in order (see README.md, "What a run does")."""
+"""The default recipe: the stages every corpus goes through, in order (docs/stages.md says what each does)."""
 
 from __future__ import annotations
 
 from dataclean.stage import Stage
+from dataclean.stages.classify import ScoreQuality
 from dataclean.stages.clean import CleanText
 from dataclean.stages.decontaminate import DropContaminated
 from dataclean.stages.dedup import DropDuplicates
@@ -16,7 +17,7 @@ from dataclean.stages.split import SplitLongDocuments
 
 def build() -> list[Stage]:
     """clean -> pii -> language -> quality -> dedup -> [decontaminate] -> split -> perplexity
-    -> perplexity_filter -> quarantine."""
+    -> perplexity_filter -> [classify] -> quarantine."""
     return [
         CleanText(),
         # Right after clean, before anything is written: rows clean or the reader excluded are
@@ -37,5 +38,7 @@ def build() -> list[Stage]:
         ScorePerplexity(),
         # Buckets at the corpus's 30th/60th percentiles per language; drop the worst 0.2%.
         FilterPerplexity(drop_fraction=0.002),
+        # A no-op until `--set classify.models=NAME:PATH` names a fastText quality classifier.
+        ScoreQuality(),
         DropQuarantined(),  # last: a no-op until `--quarantine LIST` (quarantine.path) is given
     ]

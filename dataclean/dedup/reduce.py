@@ -37,8 +37,8 @@ from dataclean.dedup.partition import (
     peak_memory_bytes,
 )
 from dataclean.dedup.verify import ClusterCandidates, GatherCandidates
+from dataclean.executors.base import Executor
 from dataclean.io.files import fresh_folder, load_array, make_dirs, parquet_metadata, remove_tree, save_array
-from dataclean.stage import Executor
 
 PARTITION_BYTES = 64 << 20
 

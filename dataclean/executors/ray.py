@@ -14,8 +14,9 @@ speed-up from 1 to 2 workers; with plain tasks it is 1.57x (`benchmarks/bench_sc
 Rows never pass through the object store: workers read and write Parquet under OUT/.
 
 Without an address, an embedded local Ray starts with all local cores (or `workers`), listening on
-the loopback interface only, its start and stop sped up by `dataclean.executors.ray_startup`;
-with one, the executor joins that cluster.
+the loopback interface only, its start and stop sped up by `dataclean.executors.ray_startup`,
+and a watchdog (`dataclean.executors.ray_watchdog`) takes its processes with it if the driver dies
+without closing it (`kill -9`); with an address, the executor joins that cluster.
 Only these two modules import Ray.
 """
 
@@ -27,7 +28,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from dataclean.errors import DatacleanError
+from dataclean.errors import DatacleanError, ExecutorError
+from dataclean.executors import ray_watchdog
 from dataclean.executors.ray_startup import (
     loopback_only,
     quick_node_wait,
@@ -40,6 +42,10 @@ R = TypeVar("R")
 
 
 _FUNCTIONS: dict[str, Any] = {}
+# An embedded Ray has one node: a raylet the GCS declares dead ends the run. On a shared machine
+# under load (another Ray starting, seven jobs on two cores) Ray's defaults (5 missed checks, 10 s
+# each) declared a live raylet dead and failed a run; 20 misses of up to 30 s each wait it out.
+EMBEDDED_HEALTH_CHECKS = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 20}
 
 
 def _call_item(wrapped: list[Any], item: T) -> Any:
@@ -68,6 +74,16 @@ def _result(ref: Any) -> Any:
         if isinstance(error.cause, DatacleanError):
             raise error.cause from None
         raise
+    except ray.exceptions.RayError as error:  # Ray's own failure: a node, a worker, an object lost
+        raise ExecutorError(
+            f"Ray failed during the run ({_first_line(error)}); run the same command again to go on "
+            "from the shards already done, or add --executor local to run without Ray"
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
 
 
 class RayExecutor:
@@ -77,21 +93,36 @@ class RayExecutor:
         import ray
 
         self._started_here = False
+        self._watchdog: Any = None
         if not ray.is_initialized():
-            if address:
-                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-            else:
-                with quick_node_wait(), quiet_token_notice(), loopback_only():
-                    ray.init(
-                        address="local",  # always a new embedded Ray, never another one here
-                        num_cpus=workers or os.cpu_count() or 1,
-                        include_dashboard=False,
-                        log_to_driver=False,
-                        logging_level=logging.WARNING,
-                    )
+            try:
+                self._start(ray, address, workers)
+            except Exception as error:
+                where = f"Ray at {address}" if address else "the embedded Ray"
+                raise ExecutorError(
+                    f"{where} did not start ({_first_line(error)}); try again (a busy machine can be "
+                    "slow to start it), or add --executor local to run without Ray"
+                ) from None
+            if not address:
                 self._started_here = True
+                self._watchdog = ray_watchdog.start(os.getpid())  # dies with us (ray_watchdog)
         cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
         self.workers = max(1, min(workers or cpus, cpus))
+
+    @staticmethod
+    def _start(ray: Any, address: str | None, workers: int | None) -> None:
+        if address:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            return
+        with quick_node_wait(), quiet_token_notice(), loopback_only():
+            ray.init(
+                address="local",  # always a new embedded Ray, never another one here
+                num_cpus=workers or os.cpu_count() or 1,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                _system_config=EMBEDDED_HEALTH_CHECKS,
+            )
 
     def map(
         self,
@@ -145,3 +176,5 @@ class RayExecutor:
         if self._started_here and ray.is_initialized():
             stop_autoscaler_monitor()
             ray.shutdown()
+        ray_watchdog.stop(self._watchdog)
+        self._watchdog = None

@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.logs import _format_of, log_files, read_loss_log
+from dataclean.feedback.analysis.logs import _format_of, log_files
+from dataclean.feedback.analysis.replay import step_rows as replay_step_rows
 
-ALIASES = {"learning_rate": S.LR, "global_step": S.STEP, "train_loss": S.LOSS}
+ALIASES = {"learning_rate": C.LR, "global_step": C.STEP, "train_loss": C.LOSS}
 
 
 def _number(value: Any) -> float | None:
@@ -42,11 +42,11 @@ def _number(value: Any) -> float | None:
 def _normalize(raw: dict[str, Any]) -> dict[str, Any] | None:
     """A step-log row from a logged record; None when it has no step or no loss (e.g. an eval line)."""
     row = {ALIASES.get(key, key): value for key, value in raw.items()}
-    step, loss = _number(row.get(S.STEP)), _number(row.get(S.LOSS))
+    step, loss = _number(row.get(C.STEP)), _number(row.get(C.LOSS))
     if step is None or loss is None or math.isnan(step):
         return None
-    out: dict[str, Any] = {S.STEP: int(step), S.LOSS: loss}
-    for name in (S.LR, S.GRAD_NORM, S.LOSS_SCALE):
+    out: dict[str, Any] = {C.STEP: int(step), C.LOSS: loss}
+    for name in (C.LR, C.GRAD_NORM, C.LOSS_SCALE):
         out[name] = _number(row.get(name))
     return out
 
@@ -120,25 +120,9 @@ class LogFollower:
 
 def step_rows(losses: str | Path, step: int, since: float) -> pa.Table | None:
     """The loss-log rows of `step` (LOSS_LOG_SCHEMA): from a Parquet folder, only files written at
-    or after `since` (a Unix time); from a CSV/JSONL file, the last row per sample of that step."""
-    root = Path(losses)
-    if not root.exists():
+    or after `since` (a Unix time); one row per sample, the last logged (a replayed step's)."""
+    if not Path(losses).exists():
         return None
-    files = log_files(root)
-    if root.is_dir() and files and all(_format_of(f) == "parquet" for f in files):
-        recent = [str(f) for f in files if f.stat().st_mtime >= since - 1]
-        if not recent:
-            return None
-        dataset = ds.dataset(recent, format="parquet")
-        table = dataset.to_table(filter=ds.field(S.STEP) == step)
-        columns = [
-            table.column(f.name).cast(f.type)
-            if f.name in table.column_names
-            else pa.nulls(len(table), f.type)
-            for f in S.LOSS_LOG_SCHEMA
-        ]
-        return pa.Table.from_arrays(columns, schema=S.LOSS_LOG_SCHEMA)
-    table = read_loss_log(root).table
-    rows = table.filter(pc.fill_null(pc.equal(table.column(S.STEP), step), False)).to_pylist()
-    last = {row[S.SAMPLE_ID]: row for row in rows}
+    rows = replay_step_rows(losses, step, since=since).to_pylist()
+    last = {row[C.SAMPLE_ID]: row for row in rows}
     return pa.Table.from_pylist(list(last.values()), schema=S.LOSS_LOG_SCHEMA)

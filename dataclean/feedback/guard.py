@@ -61,6 +61,7 @@ from dataclean.feedback.analysis.diagnose import DIAGNOSES, DiagnosisRules, diag
 from dataclean.feedback.analysis.outliers import robust_z
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter
 from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
+from dataclean.feedback.packed import flat_sample_ids
 from dataclean.feedback.playbook import Decision, Playbook
 from dataclean.feedback.rollback import PlaybookRunner
 from dataclean.ids import text_hash
@@ -275,10 +276,12 @@ class TrainingGuard:
         """Judge one step (after backward, before `optimizer.step()`); see the module docstring.
 
         `losses`: the batch's per-sample losses in the order of `sample_ids` (list, numpy array or
-        tensor). `scaler`: a GradScaler, whose current scale is the step's loss scale. `optimizer`:
-        needed for `skip`/`stop` to drop this step's update (default: the state's). `texts`: the
-        batch's texts (hashed only on a spike). `scheduler`: whose advance a skipped update undoes
-        (default: the state's). `lr`: the schedule's lr (default: read from the optimizer).
+        tensor; for packed rows one per sample segment, `per_sample_loss(..., position_ids=)`, with
+        `sample_ids` flat or as per-row lists). `scaler`: a GradScaler, whose current scale is the
+        step's loss scale. `optimizer`: needed for `skip`/`stop` to drop this step's update
+        (default: the state's). `texts`: the batch's texts (hashed only on a spike). `scheduler`:
+        whose advance a skipped update undoes (default: the state's). `lr`: the schedule's lr
+        (default: read from the optimizer).
         """
         if self.state is not None:
             optimizer = optimizer if optimizer is not None else self.state.optimizer
@@ -286,6 +289,7 @@ class TrainingGuard:
         factor = self.playbook.begin(step, optimizer)
         loss_value = _scalar(loss)
         assert loss_value is not None
+        sample_ids = flat_sample_ids(sample_ids)  # a packed batch's per-row lists, in order
         grad = _scalar(grad_norm)
         rate = _scalar(lr)
         if rate is None and optimizer is not None:
@@ -366,7 +370,7 @@ class TrainingGuard:
         blamed = spike.sample_ids if spike.diagnosis == "data" else []
         hashes = self._text_hashes(blamed, event.sample_ids, texts) if blamed else {}
         quarantined = self._quarantine(step, blamed, batch, hashes) if blamed else []
-        losses = [] if batch is None else batch.column(S.LOSS).to_pylist()
+        losses = [] if batch is None else batch.column(C.LOSS).to_pylist()
         incident = Incident(
             step=step,
             diagnosis=spike.diagnosis,
@@ -406,12 +410,12 @@ class TrainingGuard:
         rows = len(losses)
         return pa.table(
             {
-                S.SAMPLE_ID: pa.array([str(i) for i in ids], pa.string()),
-                S.LOSS: pa.array(losses, pa.float64()),
-                S.STEP: pa.array(np.full(rows, step), pa.int64()),
-                S.EPOCH: pa.array([epoch] * rows, pa.int64()),
-                S.RANK: pa.array([self.rank] * rows, pa.int64()),
-                S.TOKENS: pa.nulls(rows, pa.int64()),
+                C.SAMPLE_ID: pa.array([str(i) for i in ids], pa.string()),
+                C.LOSS: pa.array(losses, pa.float64()),
+                C.STEP: pa.array(np.full(rows, step), pa.int64()),
+                C.EPOCH: pa.array([epoch] * rows, pa.int64()),
+                C.RANK: pa.array([self.rank] * rows, pa.int64()),
+                C.TOKENS: pa.nulls(rows, pa.int64()),
             },
             schema=S.LOSS_LOG_SCHEMA,
         )
@@ -444,24 +448,24 @@ class TrainingGuard:
         """Merge the blamed samples into the list file at once; returns the ids added."""
         scores: dict[str, float] = {}
         if batch is not None:
-            losses = batch.column(S.LOSS).to_numpy(zero_copy_only=False)
+            losses = batch.column(C.LOSS).to_numpy(zero_copy_only=False)
             finite = np.isfinite(losses)
             if finite.any():
                 z = robust_z(np.where(finite, losses, np.inf), losses[finite])
                 scores = {
-                    str(i): float(v) for i, v in zip(batch.column(S.SAMPLE_ID).to_pylist(), z, strict=True)
+                    str(i): float(v) for i, v in zip(batch.column(C.SAMPLE_ID).to_pylist(), z, strict=True)
                 }
         entries = [
             {
-                S.SAMPLE_ID: sample_id,
-                S.TEXT_HASH: hashes.get(sample_id),
-                S.REASON: f"spike:{step}",
-                S.SCORE: scores.get(sample_id),
-                S.FIRST_STEP: step,
-                S.LAST_STEP: step,
-                S.OCCURRENCES: 1,
-                S.ACTION: "drop",
-                S.SOURCE: "guard" if self.rank is None else f"guard:rank{self.rank}",
+                C.SAMPLE_ID: sample_id,
+                C.TEXT_HASH: hashes.get(sample_id),
+                C.REASON: f"spike:{step}",
+                C.SCORE: scores.get(sample_id),
+                C.FIRST_STEP: step,
+                C.LAST_STEP: step,
+                C.OCCURRENCES: 1,
+                C.ACTION: "drop",
+                C.SOURCE: "guard" if self.rank is None else f"guard:rank{self.rank}",
             }
             for sample_id in blamed
         ]

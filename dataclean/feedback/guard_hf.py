@@ -19,6 +19,10 @@ relaunches it with `--resume_from_checkpoint`; the relaunched guard then holds t
 supervise passes (DATACLEAN_LR_FACTOR) and ramps it back, through the optimizer's step hooks. The train
 sampler is a `QuarantineSampler` when the dataset is a `QuarantinedDataset`, so a resumed run
 (`trainer.train(resume_from_checkpoint=...)`) with the list in place never draws a listed sample.
+Packed training: a `PackedDataset` with `collate_packed` (or any collator giving `position_ids`
+that restart at 0 per sample, such as `DataCollatorWithFlattening`, with `sample_id` flattened
+in order): the losses are then per sample segment, and the model gets the `position_ids` (set
+`use_cache=False` so transformers builds the block-diagonal mask from them).
 Needs `transformers` (and `accelerate`): `pip install dataclean[hf]`.
 """
 
@@ -31,6 +35,7 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from dataclean.feedback.guard import TrainingGuard, Verdict
+from dataclean.feedback.packed import flat_sample_ids
 from dataclean.feedback.sampler import WEIGHT_KEY, QuarantinedDataset, QuarantineSampler
 from dataclean.feedback.torch_utils import per_sample_loss
 
@@ -157,11 +162,21 @@ class GuardedTrainer(Trainer):  # type: ignore[misc, unused-ignore]
         return_outputs: bool = False,
         num_items_in_batch: Any = None,
     ) -> Any:
-        sample_ids = inputs.pop("sample_id")
+        sample_ids = flat_sample_ids(inputs.pop("sample_id"))
         weights = inputs.pop(WEIGHT_KEY, None)
         labels = inputs.pop("labels")
+        inputs.pop("sample_index", None)  # a PackedDataset's; the model takes no such input
         outputs = model(**inputs)
-        losses, tokens = per_sample_loss(outputs.logits, labels, shift=self.shift, return_tokens=True)
+        # Packed rows (PackedDataset, DataCollatorWithFlattening): a loss per sample segment.
+        position_ids = inputs.get("position_ids")
+        packed = position_ids is not None and len(sample_ids) != labels.shape[0]
+        losses, tokens = per_sample_loss(
+            outputs.logits,
+            labels,
+            shift=self.shift,
+            return_tokens=True,
+            position_ids=position_ids if packed else None,
+        )
         mass = tokens.to(losses.dtype)
         if weights is not None:
             mass = mass * torch.as_tensor(weights, dtype=losses.dtype, device=losses.device)

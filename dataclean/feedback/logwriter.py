@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dataclean import columns as C
 from dataclean.feedback import schema as S
 
 FLUSH_SECONDS_ENV = "DATACLEAN_LOG_FLUSH_SECONDS"
@@ -132,16 +133,16 @@ class LossLogWriter(ParquetLogWriter):
             raise ValueError(f"{len(sample_ids)} sample ids but {len(loss)} losses")
         rows = len(loss)
         columns: dict[str, np.ndarray | list[Any]] = {
-            S.SAMPLE_ID: [str(sample_id) for sample_id in sample_ids],
-            S.LOSS: loss,
-            S.STEP: np.full(rows, step, dtype="int64"),
+            C.SAMPLE_ID: [str(sample_id) for sample_id in sample_ids],
+            C.LOSS: loss,
+            C.STEP: np.full(rows, step, dtype="int64"),
         }
         if epoch is not None:
-            columns[S.EPOCH] = np.full(rows, epoch, dtype="int64")
+            columns[C.EPOCH] = np.full(rows, epoch, dtype="int64")
         if self.rank is not None:
-            columns[S.RANK] = np.full(rows, self.rank, dtype="int64")
+            columns[C.RANK] = np.full(rows, self.rank, dtype="int64")
         if tokens is not None:
-            columns[S.TOKENS] = _to_numpy(tokens, "int64")
+            columns[C.TOKENS] = _to_numpy(tokens, "int64")
         self._append(columns, rows)
 
 
@@ -166,10 +167,10 @@ class StepLogWriter(ParquetLogWriter):
             return None if value is None else float(_to_numpy(value, "float64")[0])
 
         columns: dict[str, np.ndarray | list[Any]] = {
-            S.STEP: [int(step)],
-            S.LOSS: [scalar(loss)],
-            S.LR: [scalar(lr)],
-            S.GRAD_NORM: [scalar(grad_norm)],
-            S.LOSS_SCALE: [scalar(loss_scale)],
+            C.STEP: [int(step)],
+            C.LOSS: [scalar(loss)],
+            C.LR: [scalar(lr)],
+            C.GRAD_NORM: [scalar(grad_norm)],
+            C.LOSS_SCALE: [scalar(loss_scale)],
         }
         self._append(columns, 1)

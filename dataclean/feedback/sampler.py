@@ -1,10 +1,13 @@
 """The quarantine list applied at training time: a sampler and a dataset wrapper.
 
-`DatasetQuarantine` maps a list onto one training dataset: a row is left out when its `id` or its
-`text_hash` is on the list with action `drop`, and gets the entry's weight when the action is
-`downweight`. It re-reads the list whenever the file changes (a cheap `os.stat` per check), so a
-sample the guard quarantines during the run is not drawn again, and a run resumed from a
-checkpoint with the list in place never draws a listed sample, without re-running the pipeline.
+`DatasetQuarantine` maps a list onto one training dataset by the rule the pipeline's quarantine
+stage applies (`dataclean.quarantine.match`): a row matching an entry by `id`, `text_hash` or, when
+the texts are given, as a near-duplicate of a listed text, is left out when the entry's action is
+`drop`, and gets the entry's weight when it is `downweight`; `review` entries are not applied
+until accepted. It re-reads the list whenever the
+file changes (a cheap `os.stat` per check), so a sample the guard quarantines during the run is not
+drawn again, and a run resumed from a checkpoint with the list in place never draws a listed
+sample, without re-running the pipeline.
 
 `QuarantineSampler` draws the dataset's rows (a seeded permutation per epoch, or in order) and
 passes over the quarantined ones at the moment they would be drawn; `max_draws` caps how often
@@ -23,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.compute as pc
 
-from dataclean.feedback import schema as S
+from dataclean import columns as C
 from dataclean.ids import text_hash
-from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.lists import applied, read_list
+from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex
 
 WEIGHT_KEY = "weight"
 
@@ -48,7 +51,8 @@ class DatasetQuarantine:
 
     `ids`: the dataset's sample ids in row order. `path`: the quarantine list (it may not exist
     yet). `text_hashes`: each row's `text_hash` (or give `texts`, hashed here), so a listed text
-    is matched even under another id. `excluded` and `weights` are numpy arrays by row.
+    is matched even under another id; with `texts` and `near_duplicates`, near-duplicates of the
+    listed texts are matched too. `excluded` and `weights` are numpy arrays by row.
     """
 
     def __init__(
@@ -57,17 +61,16 @@ class DatasetQuarantine:
         path: str | os.PathLike[str],
         text_hashes: Sequence[str | None] | None = None,
         texts: Sequence[str | None] | None = None,
+        near_duplicates: bool = True,
     ) -> None:
         self.path = Path(path)
+        self.near_duplicates = near_duplicates
+        self.texts = list(texts) if texts is not None else None
         self.ids = [str(i) for i in ids]
         if text_hashes is None and texts is not None:
             text_hashes = [None if t is None else text_hash(t) for t in texts]
         self.hashes = list(text_hashes) if text_hashes is not None else None
         self._row_of_id = {sample_id: row for row, sample_id in enumerate(self.ids)}
-        self._rows_of_hash: dict[str, list[int]] = {}
-        for row, value in enumerate(self.hashes or []):
-            if value is not None:
-                self._rows_of_hash.setdefault(value, []).append(row)
         self.excluded = np.zeros(len(self.ids), dtype=bool)
         self.weights = np.ones(len(self.ids), dtype="float64")
         self._stamp: tuple[int, int, int] | None = None
@@ -88,7 +91,7 @@ class DatasetQuarantine:
             ids = _column(dataset, "id")
         if ids is None:
             raise ValueError(f"the dataset has no {id_column!r} or 'id' column")
-        return cls(ids, path, _column(dataset, S.TEXT_HASH), _column(dataset, text_column))
+        return cls(ids, path, _column(dataset, C.TEXT_HASH), _column(dataset, text_column))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -113,19 +116,14 @@ class DatasetQuarantine:
         self.weights[:] = 1.0
         if stamp is None:
             return True
-        table = read_list(self.path)
-        keys = table.column(S.SAMPLE_ID).to_pylist()
-        hashes = table.column(S.TEXT_HASH).to_pylist()
-        actions = table.column(S.ACTION).to_pylist()
-        weights = pc.fill_null(table.column(S.WEIGHT), 0.0).to_pylist()
-        for key, hashed, action, weight in zip(keys, hashes, actions, weights, strict=True):
-            rows = [self._row_of_id[key]] if key in self._row_of_id else []
-            rows += self._rows_of_hash.get(hashed, []) if hashed is not None else []
-            for row in rows:
-                if action == "downweight":
-                    self.weights[row] = min(self.weights[row], float(weight))
-                else:
-                    self.excluded[row] = True
+        index = QuarantineIndex.from_list(applied(read_list(self.path)), self.near_duplicates)
+        for row, found in enumerate(index.match(self.ids, self.hashes, self.texts)):
+            if found is None:
+                continue
+            if found.action == DOWNWEIGHT:
+                self.weights[row] = min(self.weights[row], found.weight)
+            else:
+                self.excluded[row] = True
         self.weights[self.excluded] = 0.0
         return True
 
@@ -207,7 +205,9 @@ class QuarantineSampler:
 class QuarantinedDataset:
     """A map-style dataset whose items carry their loss weight (`weight`: 1.0, a down-weighted
     entry's weight, 0.0 when quarantined). Dict items get a `weight` key; tuples get the weight
-    appended; anything else becomes (item, weight). `sampler()` leaves quarantined rows out."""
+    appended; anything else becomes (item, weight). `sampler()` leaves quarantined rows out.
+    Over a `PackedDataset`, give a `dataclean.feedback.packed.PackedQuarantine` as `view`: items
+    then carry one weight per sample and the dropped samples' labels masked (see there why)."""
 
     def __init__(self, dataset: Any, view: DatasetQuarantine) -> None:
         if len(dataset) != len(view):
@@ -220,6 +220,8 @@ class QuarantinedDataset:
 
     def __getitem__(self, index: int) -> Any:
         item = self.dataset[index]
+        if hasattr(self.view, "weigh"):  # a PackedQuarantine: per-sample weights, masked labels
+            return self.view.weigh(item, index)
         weight = np.float32(self.view.weights[index])  # collated to float32, like the losses
         if isinstance(item, dict):
             return {**item, WEIGHT_KEY: weight}

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.diagnose import DIAGNOSES, DiagnosisRules, diagnose
@@ -226,11 +227,11 @@ class Supervisor:
     def _follow(self) -> int | None:
         """Judge the steps logged since the last poll; an exit code when the run was stopped."""
         for row in self.steps.poll():
-            step, loss = int(row[S.STEP]), float(row[S.LOSS])
+            step, loss = int(row[C.STEP]), float(row[C.LOSS])
             self.history.append(
                 tuple(float("nan") if row.get(k) is None else float(row[k]) for k in _STEP_KEYS)
             )
-            event = self.monitor.update(step, loss, lr=row.get(S.LR), grad_norm=row.get(S.GRAD_NORM))
+            event = self.monitor.update(step, loss, lr=row.get(C.LR), grad_norm=row.get(C.GRAD_NORM))
             decision = self._on_spike(event) if event is not None else self.recovery.observe(step, loss)
             if decision is None:
                 continue
@@ -291,7 +292,6 @@ class Supervisor:
     def _quarantine(self, step: int, blamed: list[str]) -> None:
         hashes: dict[str, str] = {}
         if self.options.corpus is not None:
-            from dataclean import columns as C
             from dataclean.feedback.analysis.analyze import read_corpus_rows
 
             rows, _ = read_corpus_rows(self.options.corpus, blamed)
@@ -300,14 +300,14 @@ class Supervisor:
             )
         entries = [
             {
-                S.SAMPLE_ID: sample_id,
-                S.TEXT_HASH: hashes.get(sample_id),
-                S.REASON: f"spike:{step}",
-                S.FIRST_STEP: step,
-                S.LAST_STEP: step,
-                S.OCCURRENCES: 1,
-                S.ACTION: "drop",
-                S.SOURCE: "supervise",
+                C.SAMPLE_ID: sample_id,
+                C.TEXT_HASH: hashes.get(sample_id),
+                C.REASON: f"spike:{step}",
+                C.FIRST_STEP: step,
+                C.LAST_STEP: step,
+                C.OCCURRENCES: 1,
+                C.ACTION: "drop",
+                C.SOURCE: "supervise",
             }
             for sample_id in blamed
         ]
@@ -405,4 +405,4 @@ class Supervisor:
             handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
 
 
-_STEP_KEYS = (S.STEP, S.LOSS, S.LR, S.GRAD_NORM, S.LOSS_SCALE)
+_STEP_KEYS = (C.STEP, C.LOSS, C.LR, C.GRAD_NORM, C.LOSS_SCALE)

@@ -4,11 +4,11 @@ Every batch has `id`, `text`, `parent_id` (= id), `bad_bytes` (undecodable bytes
 the text) and the input's other columns, carried through unchanged. Rows the reader cannot turn
 into a sample (null text, a line that is not JSON, text that is not a string) carry a drop reason
 and reach the exclusion log as stage `read`; with `on_error="raise"` the last two are instead an
-`InputError` naming the file and row. A compressed stream that breaks midway is an `InputError`
-saying in which row it broke; with `on_error="skip"` the rows read whole before it are yielded
-first (the runner logs the rest of the shard as one excluded record). A batch never holds more
-than `batch_rows` rows or about `batch_bytes` of text, so a worker's memory is bounded by the
-batch, not by the shard.
+`InputError` naming the file and the line (from 1, as an editor numbers it; blank lines count).
+A compressed stream that breaks midway is an `InputError` saying in which line it broke; with
+`on_error="skip"` the rows read whole before it are yielded first (the runner logs the rest of
+the shard as one excluded record). A batch never holds more than `batch_rows` rows or about
+`batch_bytes` of text, so a worker's memory is bounded by the batch, not by the shard.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class _BatchBuilder:
         self.shard = shard
         self.options = options
         self.row = 0
+        self.line = 0  # of the file, from 1, for line formats: the line last read
         self._reset()
 
     def _reset(self) -> None:
@@ -207,19 +208,19 @@ def _lines(shard: Shard) -> Iterator[bytes]:
         yield pending
 
 
-def _broken(shard: Shard, broken: _StreamBroken, row: int) -> InputError:
-    """Where a stream broke, for the error (or, with on_error="skip", the exclusion log): the row
-    it broke in (rows before it were read whole) and how far it decompressed."""
+def _broken(shard: Shard, broken: _StreamBroken, line: int) -> InputError:
+    """Where a stream broke, for the error (or, with on_error="skip", the exclusion log): the line
+    it broke in, from 1 (lines before it were read whole), and how far it decompressed."""
     return InputError(
         shard.label,
-        f"{broken.detail}, in row {row} (rows before it were read whole; "
+        f"{broken.detail}, in line {line} (lines before it were read whole; "
         f"{broken.decompressed:,} bytes decompressed)",
     )
 
 
-def _row_error(shard: Shard, options: ReadOptions, row: int, message: str) -> None:
+def _row_error(shard: Shard, options: ReadOptions, line: int, message: str) -> None:
     if options.on_error == "raise":
-        raise InputError(shard.label, message, row=row)
+        raise InputError(shard.label, message, line=line)
 
 
 def read_jsonl(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
@@ -227,7 +228,7 @@ def read_jsonl(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
     try:
         yield from _jsonl_batches(shard, options, builder)
     except _StreamBroken as broken:
-        error = _broken(shard, broken, builder.row)
+        error = _broken(shard, broken, builder.line + 1)
     except InputError as input_error:
         error = input_error
     else:
@@ -239,31 +240,33 @@ def read_jsonl(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
 
 
 def _jsonl_batches(shard: Shard, options: ReadOptions, builder: _BatchBuilder) -> Iterator[pa.Table]:
-    for line in _lines(shard):
+    for number, line in enumerate(_lines(shard), 1):
+        builder.line = number
         if not line.strip():
             continue
         raw, bad = decode_utf8(line)
         try:
             record = json.loads(raw)
         except json.JSONDecodeError as error:
-            _row_error(shard, options, builder.row, f"invalid JSON: {error}")
+            what = error.msg.removesuffix(" at")  # json's own message, without its "line 1"
+            _row_error(shard, options, number, f"invalid JSON: {what} at column {error.colno}")
             builder.add(raw, bad, reason="invalid_json")
         else:
             if not isinstance(record, dict):
-                _row_error(shard, options, builder.row, "JSON line is not an object")
+                _row_error(shard, options, number, "JSON line is not an object")
                 builder.add(raw, bad, reason="invalid_json")
             else:
                 if options.text_column not in record:
                     raise InputError(
                         shard.label,
                         f"no field {options.text_column!r} (fields: {', '.join(map(str, record)) or 'none'})",
-                        row=builder.row,
+                        line=number,
                     )
                 text = record.pop(options.text_column)
                 record_id = record.pop(options.id_column, None)
                 reason = None
                 if text is not None and not isinstance(text, str):
-                    _row_error(shard, options, builder.row, f"text is {type(text).__name__}")
+                    _row_error(shard, options, number, f"text is {type(text).__name__}")
                     text, reason = json.dumps(text, ensure_ascii=False), "non_string_text"
                 builder.add(text, bad, record_id, record, reason)
         if builder.full():
@@ -277,7 +280,8 @@ def read_text(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
             text, bad = decode_utf8(b"\n".join(_lines(shard)))
             builder.add(text, bad)
         else:
-            for line in _lines(shard):
+            for number, line in enumerate(_lines(shard), 1):
+                builder.line = number
                 line = line.rstrip(b"\r")
                 if not line.strip():
                     continue
@@ -288,7 +292,7 @@ def read_text(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
     except _StreamBroken as broken:
         if options.on_error == "skip":
             yield from builder.emit()  # the rows read before the break are kept
-        raise _broken(shard, broken, builder.row) from None
+        raise _broken(shard, broken, builder.line + 1) from None
     yield from builder.emit()
 
 
@@ -304,6 +308,17 @@ def _decode_binary(values: pa.Array) -> tuple[pa.Array, pa.Array]:
             texts.append(text)
             bads.append(bad)
     return pa.array(texts, pa.string()), pa.array(bads, pa.int64())
+
+
+def parquet_columns(shard: Shard) -> list[str]:
+    """The column names of a Parquet shard, from its footer (no row is read); [] when it cannot
+    be opened (reading it reports that, with the shard's name)."""
+    fs, path = filesystem(shard.uri)
+    try:
+        with fs.open_input_file(path) as source:
+            return list(pq.ParquetFile(source).schema_arrow.names)
+    except (OSError, pa.ArrowException):
+        return []
 
 
 def read_parquet(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:

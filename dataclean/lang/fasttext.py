@@ -7,17 +7,21 @@ text's first `max_chars` characters. It computes what fastText's own `predict` c
 same characters as one line (fastText C++ 0.9, `Dictionary::getLine` and `Model::predict`):
 
 - tokens are runs of bytes between ASCII whitespace (space, tab, newline, CR, VT, FF, NUL); a
-  newline inside the text is a space, as CCNet and datatrove feed fastText; `</s>` ends the line;
+  newline inside the text is a space, as CCNet and datatrove feed fastText; `</s>` ends the line
+  (appended, and where the text itself has one the rest is not read, as in fastText);
   tokens starting with `__label__` are labels and ignored;
 - a token in the vocabulary contributes its own row, then its character n-grams'; any other token
   its character n-grams' only: the n-grams of `<token>` of `minn` to `maxn` characters, each
   hashed with 32-bit FNV-1a over its bytes (sign-extended, as fastText does) modulo `bucket`; in a
   pruned (quantized) model only the buckets that survived pruning count;
+- a model trained with word n-grams (`-wordNgrams N`, N > 1) adds, after the tokens' rows and
+  `</s>`'s, one row per run of 2 to N consecutive tokens (`</s>` included): the 64-bit rolling hash
+  `h * 116049371 + next` of the tokens' FNV hashes (each sign-extended from 32 bits) modulo
+  `bucket` (`Dictionary::addWordNgrams`), again only kept buckets in a pruned model;
 - the hidden vector is the mean of those rows, summed in float32 in fastText's order (a quantized
   row is its norm times its product-quantizer centroids, multiplied as fastText does);
-- hierarchical softmax (`-loss hs`, lid.176's): a label's probability is the product of the
-  sigmoids along its path in the Huffman tree of the label counts, each step's log taken as
-  fastText does (`log(x + 1e-5)`); `-loss softmax` models: a softmax over the output rows.
+- the output layer (hierarchical softmax, lid.176's; softmax; one-vs-all) is
+  `dataclean.lang.fasttext_loss`.
 
 Why not fastText's own binding: `fasttext-predict` (the inference-only build) labels about 7 MB/s
 per core on the first 2,000 characters of web documents, a per-call and per-n-gram cost (a string
@@ -25,7 +29,11 @@ per n-gram, a hash map per lookup); this loop walks the Arrow buffer once, with 
 token. Per n-gram it hashes the bytes, reduces the hash modulo `bucket` with two multiplications
 and finds a pruned bucket's row in a bitmap (`model_file`); a word seen before in the batch (up
 to 32 bytes) reuses the list of rows it added, in the same order, so the float32 sums are the
-same. The tests compare its labels and probabilities with fasttext-predict's on real text.
+same. A word of up to 8 bytes is found in the vocabulary with one read (`model_file`). A text's
+rows are listed first and summed after, in the same order, each row's cache lines fetched 16
+rows ahead: a classifier's word n-gram rows are spread over hundreds of MB, and waiting for each
+in turn was most of the time of a whole document. The tests compare its labels and
+probabilities with fastText's own on real text, for every supervised model shape.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -39,11 +47,12 @@ from typing import Any
 import numba as nb
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from dataclean.jit import helper
-from dataclean.lang.model_file import LOSS_HS, FastTextModel, read_model
+from dataclean.lang.fasttext_loss import label_probabilities
+from dataclean.lang.model_file import FastTextModel, fnv_hash, read_model
 from dataclean.text.utf8 import utf8_buffers
 
 __all__ = ["FastTextModel", "Prediction", "hidden_vectors", "predict", "read_model", "utf8_buffers"]
@@ -55,6 +64,10 @@ _CACHED_BYTES = 32
 _CACHE_SLOTS = 1 << 16
 _CACHE_ROWS = 1 << 19
 _FNV_OFFSET = np.uint32(2166136261)
+# Rows ahead whose cache lines `_add_rows` asks for (16 floats, 64 bytes, a line).
+_PREFETCH_AHEAD = 16
+# fastText's multiplier of the rolling hash of word n-grams (`Dictionary::addWordNgrams`).
+_WORD_NGRAM_MULTIPLIER = np.uint64(116049371)
 
 
 @helper
@@ -94,6 +107,70 @@ def _mul_high(typingctx: Any, a: Any, b: Any) -> Any:
         return builder.trunc(builder.lshr(product, ir.Constant(wide, 64)), ir.IntType(64))
 
     return types.uint64(types.uint64, types.uint64), codegen
+
+
+@helper
+def _sign_extended(h: np.uint32) -> np.uint64:
+    """A 32-bit hash as fastText widens it for word n-grams: an int32, sign-extended to 64 bits."""
+    return np.uint64(h) | np.uint64(0xFFFFFFFF00000000) if h >= np.uint32(0x80000000) else np.uint64(h)
+
+
+@helper
+def _bucket_row(key: np.int64, pruned: bool, bits: np.ndarray, ranks: np.ndarray, nwords: int) -> np.int64:
+    """The input row of n-gram bucket `key`: nwords + key, or in a pruned model the kept bucket's
+    row from the bitmap (-1 when the bucket was pruned)."""
+    if not pruned:
+        return np.int64(nwords + key)
+    word = bits[key >> 6]
+    bit = np.uint64(key & 63)
+    one = np.uint64(1)
+    if (word >> bit) & one:
+        return np.int64(ranks[key >> 6] + np.int64(_popcount(word & ((one << bit) - one))))  # type: ignore[call-arg]
+    return np.int64(-1)
+
+
+@intrinsic
+def _prefetch(typingctx: Any, array: Any, row: Any, column: Any) -> Any:
+    """Ask the CPU to bring array[row, column]'s cache line in (LLVM's prefetch: read, keep)."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        kind = signature.args[0]
+        view = context.make_array(kind)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, kind, view, [args[1], args[2]])  # type: ignore[no-untyped-call]
+        byte_pointer = ir.IntType(8).as_pointer()
+        int32 = ir.IntType(32)
+        signature_type = ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32])
+        function = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module, signature_type, "llvm.prefetch.p0"
+        )
+        flags = [ir.Constant(int32, 0), ir.Constant(int32, 3), ir.Constant(int32, 1)]
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), *flags])
+        return context.get_dummy_value()
+
+    return types.void(array, types.int64, types.int64), codegen
+
+
+@helper
+def _add_rows(rows: np.ndarray, line: np.ndarray, count: int, hidden: np.ndarray) -> None:
+    """hidden += rows[line[0]], ..., rows[line[count - 1]], in that order (fastText's float32
+    sums), each row's cache lines asked for _PREFETCH_AHEAD rows before it is added: a model's
+    n-gram rows are scattered over hundreds of MB, and waiting for each in turn was most of the time."""
+    dim = rows.shape[1]
+    for k in range(count):
+        if k + _PREFETCH_AHEAD < count:
+            ahead = np.int64(line[k + _PREFETCH_AHEAD])
+            for d in range(0, dim, 16):
+                _prefetch(rows, ahead, np.int64(d))  # type: ignore[call-arg]
+            _prefetch(rows, ahead, np.int64(dim - 1))  # type: ignore[call-arg]  # a row need not start a line
+        row = line[k]
+        for d in range(dim):
+            hidden[d] += rows[row, d]
+
+
+@helper
+def _is_end_of_line(data: np.ndarray, i: int) -> bool:
+    """Whether the 4 bytes at data[i] are `</s>`."""
+    return data[i] == 60 and data[i + 1] == 47 and data[i + 2] == 115 and data[i + 3] == 62
 
 
 @helper
@@ -139,12 +216,16 @@ def _hidden_kernel(
     minn: int,
     maxn: int,
     bucket: int,
+    word_ngrams: int,
+    eos_hash: np.uint64,
     ends: np.ndarray,
     hiddens: np.ndarray,
     token: np.ndarray,
     char_starts: np.ndarray,
     cache: np.ndarray,
     cached_rows: np.ndarray,
+    hashes: np.ndarray,
+    line: np.ndarray,
 ) -> None:
     """The hidden vector of each text up to ends[text] (its first `max_chars` characters) into
     hiddens[text] (zeros). The caller allocates it and the scratch arrays (`hidden_vectors`)."""
@@ -154,7 +235,11 @@ def _hidden_kernel(
     # key % bucket as two multiplications (Lemire's fastmod), for a 32-bit key.
     buckets = np.uint64(bucket if bucket > 1 else 1)  # (no builtin max: one compile less)
     inverse = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets + np.uint64(1)
-    one = np.uint64(1)
+    # key % bucket for a 64-bit key (word n-grams): Barrett's quotient, at most 2 short.
+    barrett = np.uint64(0xFFFFFFFFFFFFFFFF) // buckets
+    # Without character n-grams a token is its word row: no "<token>" and no per-batch cache
+    # (a cache probe would cost what the vocabulary probe costs).
+    subwords = maxn > 0
     cache_mask = _CACHE_SLOTS - 1
     filled = 0
     entries = 0
@@ -162,6 +247,7 @@ def _hidden_kernel(
         end = ends[t]
         hidden = hiddens[t]
         count = 0
+        tokens = 0  # the FNV hash of each token, sign-extended to 64 bits, for word n-grams
         i = offsets[t]
         while i < end:
             if _is_space(data[i]):
@@ -182,9 +268,13 @@ def _hidden_kernel(
                 if is_label:
                     i = j
                     continue
+            if length == 4 and _is_end_of_line(data, i):
+                break  # a literal `</s>` ends fastText's line there, as its newline would
+            hashes[tokens] = _sign_extended(h)
+            tokens += 1
             # A token seen before: its rows again, in the same order (the same float32 sums).
             record = False
-            if length <= _CACHED_BYTES:
+            if subwords and length <= _CACHED_BYTES:
                 entry = h & cache_mask
                 hit = False
                 while cache[entry, 0] >= 0:
@@ -201,38 +291,45 @@ def _hidden_kernel(
                 if hit:
                     first = cache[entry, 2]
                     for e in range(first, first + cache[entry, 3]):
-                        row = cached_rows[e]
-                        for d in range(dim):
-                            hidden[d] += rows[row, d]
-                    count += cache[entry, 3]
+                        line[count] = cached_rows[e]
+                        count += 1
                     i = j
                     continue
                 # Room for the token's rows: its word, and at most maxn n-grams per character.
                 record = entries * 2 < _CACHE_SLOTS and filled + 1 + maxn * (length + 2) <= _CACHE_ROWS
                 first = filled
-            # Vocabulary lookup.
+            # Vocabulary lookup: a slot holds the word's id and length, and its first 8 bytes,
+            # so that a word of up to 8 bytes is found in one read.
+            prefix = np.uint64(0)
+            for k in range(length if length < 8 else 8):
+                prefix |= np.uint64(data[i + k]) << np.uint64(8 * k)
+            key = np.int64(prefix)
             slot = h & word_mask
             wid = -1
-            while word_slots[slot] >= 0:
-                cand = word_slots[slot]
-                a, b = word_offsets[cand], word_offsets[cand + 1]
-                if b - a == length:
+            while word_slots[slot, 0] >= 0:
+                packed = word_slots[slot, 0]
+                if (packed >> 32) == length and word_slots[slot, 1] == key:
+                    cand = packed & 0xFFFFFFFF
                     same = True
-                    for k in range(length):
-                        if word_bytes[a + k] != data[i + k]:
-                            same = False
-                            break
+                    if length > 8:
+                        a = word_offsets[cand]
+                        for k in range(8, length):
+                            if word_bytes[a + k] != data[i + k]:
+                                same = False
+                                break
                     if same:
                         wid = cand
                         break
                 slot = (slot + 1) & word_mask
             if wid >= 0:
-                for d in range(dim):
-                    hidden[d] += rows[wid, d]
+                line[count] = wid
                 count += 1
                 if record:
                     cached_rows[filled] = wid
                     filled += 1
+            if not subwords:
+                i = j
+                continue
             # "<token>": "<" is character 0, the token's characters follow, ">" is the last.
             token[0] = np.uint64(60)
             char_starts[0] = 0
@@ -256,17 +353,9 @@ def _hidden_kernel(
                         continue
                     # (mypy reads the intrinsic's typing signature, with its context first.)
                     key = np.int64(_mul_high(inverse * np.uint64(g), buckets))  # type: ignore[call-arg]
-                    row = -1
-                    if pruned:
-                        bits = bucket_bits[key >> 6]
-                        bit = np.uint64(key & 63)
-                        if (bits >> bit) & one:
-                            row = bucket_ranks[key >> 6] + np.int64(_popcount(bits & ((one << bit) - one)))
-                    else:
-                        row = nwords + key
+                    row = _bucket_row(key, pruned, bucket_bits, bucket_ranks, nwords)
                     if row >= 0:
-                        for d in range(dim):
-                            hidden[d] += rows[row, d]
+                        line[count] = row
                         count += 1
                         if record:
                             cached_rows[filled] = row
@@ -277,121 +366,35 @@ def _hidden_kernel(
                 entries += 1
             i = j
         if eos >= 0:
-            for d in range(dim):
-                hidden[d] += rows[eos, d]
+            line[count] = eos
             count += 1
+        hashes[tokens] = eos_hash
+        tokens += 1
+        if word_ngrams > 1:
+            for a in range(tokens):
+                g64 = hashes[a]
+                for b in range(a + 1, tokens if tokens < a + word_ngrams else a + word_ngrams):
+                    g64 = g64 * _WORD_NGRAM_MULTIPLIER + hashes[b]
+                    # (mypy reads the intrinsic's typing signature, with its context first.)
+                    quotient: np.uint64 = _mul_high(g64, barrett)  # type: ignore[call-arg]
+                    rest = g64 - quotient * buckets
+                    while rest >= buckets:
+                        rest -= buckets
+                    row = _bucket_row(np.int64(rest), pruned, bucket_bits, bucket_ranks, nwords)
+                    if row >= 0:
+                        line[count] = row
+                        count += 1
+        _add_rows(rows, line, count, hidden)
         if count > 0:
             scale = np.float32(1.0 / count)
             for d in range(dim):
                 hidden[d] *= scale
 
 
-@helper
-def _sigmoid_logs(output: np.ndarray, row: int, hidden: np.ndarray) -> tuple[np.float32, np.float32]:
-    """fastText's log(1 - f + 1e-5) and log(f + 1e-5) for f = sigmoid(output[row] . hidden)."""
-    f = np.float32(0.0)
-    for d in range(hidden.shape[0]):
-        f += output[row, d] * hidden[d]
-    f = np.float32(1.0 / (np.float32(1.0) + np.exp(-f)))
-    left = np.float32(np.log(np.float64(np.float32(1.0 - np.float64(f))) + 1e-5))
-    right = np.float32(np.log(np.float64(f) + 1e-5))
-    return left, right
-
-
-@nb.njit(cache=True)
-def _tree_kernel(
-    hiddens: np.ndarray,
-    output: np.ndarray,
-    tree_left: np.ndarray,
-    tree_right: np.ndarray,
-    tree_parent: np.ndarray,
-    wanted: np.ndarray,
-    top: np.ndarray,
-    top_prob: np.ndarray,
-    wanted_prob: np.ndarray,
-    stack_node: np.ndarray,
-    stack_score: np.ndarray,
-    path: np.ndarray,
-) -> None:
-    """Hierarchical softmax: the top label and its probability (fastText's depth-first search with
-    k=1, pruned below the best leaf so far), and the probability of each `wanted` label, into
-    top, top_prob and wanted_prob; the stacks and path are scratch (`_tree_predict`)."""
-    n = hiddens.shape[0]
-    osz = (len(tree_left) + 1) // 2
-    root = 2 * osz - 2
-    for t in range(n):
-        hidden = hiddens[t]
-        best, best_score = -1, np.float32(-np.inf)
-        depth = 0
-        stack_node[0], stack_score[0] = root, np.float32(0.0)
-        depth = 1
-        while depth > 0:
-            depth -= 1
-            node, score = stack_node[depth], stack_score[depth]
-            if best >= 0 and score < best_score:
-                continue
-            if tree_left[node] == -1:
-                if best < 0 or score > best_score:
-                    best, best_score = node, score
-                continue
-            left, right = _sigmoid_logs(output, node - osz, hidden)
-            # Right is pushed first so that the left subtree is searched first, as fastText does.
-            stack_node[depth], stack_score[depth] = tree_right[node], score + right
-            stack_node[depth + 1], stack_score[depth + 1] = tree_left[node], score + left
-            depth += 2
-        top[t], top_prob[t] = best, np.exp(best_score)
-        for w in range(len(wanted)):
-            steps = 0
-            node = wanted[w]
-            while tree_parent[node] >= 0:
-                path[steps] = node
-                steps += 1
-                node = tree_parent[node]
-            score = np.float32(0.0)
-            for s in range(steps - 1, -1, -1):
-                child = path[s]
-                parent = tree_parent[child]
-                left, right = _sigmoid_logs(output, parent - osz, hidden)
-                score = score + (right if tree_right[parent] == child else left)
-            wanted_prob[t, w] = np.exp(score)
-
-
-def _tree_predict(
-    hiddens: np.ndarray, model: FastTextModel, wanted: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_tree_kernel` with its arrays: (top label, its probability, wanted labels' probabilities)."""
-    n, nodes = hiddens.shape[0], len(model.tree_left) + 1
-    top, top_prob = np.zeros(n, np.int32), np.zeros(n, np.float32)
-    wanted_prob = np.zeros((n, len(wanted)), np.float32)
-    tree = (model.tree_left, model.tree_right, model.tree_parent)
-    scratch = (np.zeros(nodes, np.int64), np.zeros(nodes, np.float32), np.zeros(nodes, np.int64))
-    _tree_kernel(hiddens, model.output, *tree, wanted, top, top_prob, wanted_prob, *scratch)
-    return top, top_prob, wanted_prob
-
-
-@nb.njit(cache=True)
-def _softmax_kernel(hiddens: np.ndarray, output: np.ndarray) -> np.ndarray:
-    """Softmax over the output rows: probabilities [texts, labels]."""
-    n, nlabels = hiddens.shape[0], output.shape[0]
-    probs = np.zeros((n, nlabels), np.float32)
-    for t in range(n):
-        best = np.float32(-np.inf)
-        for label in range(nlabels):
-            f = np.float32(0.0)
-            for d in range(hiddens.shape[1]):
-                f += output[label, d] * hiddens[t, d]
-            probs[t, label] = f
-            best = max(best, f)
-        total = np.float32(0.0)
-        for label in range(nlabels):
-            probs[t, label] = np.exp(probs[t, label] - best)
-            total += probs[t, label]
-        for label in range(nlabels):
-            probs[t, label] /= total
-    return probs
-
-
 _LABEL_BYTES = np.frombuffer(_LABEL_PREFIX, np.uint8).copy()
+
+# `</s>`'s hash as a word n-gram sees it (`_sign_extended`).
+_EOS_HASH = np.uint64(fnv_hash(b"</s>") | (0xFFFFFFFF00000000 if fnv_hash(b"</s>") >= 1 << 31 else 0))
 
 
 @dataclass
@@ -426,6 +429,8 @@ def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, 
         model.minn,
         model.maxn,
         model.bucket,
+        model.word_ngrams,
+        _EOS_HASH,
         ends,
         hiddens,
         # The bytes of "<token>", sign-extended as fastText hashes them, and its character starts.
@@ -435,6 +440,11 @@ def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, 
         # length, first entry in cached_rows, rows); their rows, in the order they were added.
         np.full((_CACHE_SLOTS, 4), -1, np.int64),
         np.empty(_CACHE_ROWS, np.int32),
+        # Every token's hash, and `</s>`'s (word n-grams).
+        np.empty(longest + 2, np.uint64),
+        # The rows of one text, in fastText's order: per token at most 1 + 3 * maxn per byte,
+        # per token (or `</s>`) word_ngrams - 1 word n-grams and `</s>` itself.
+        np.empty((1 + 3 * max(model.maxn, 0) + max(model.word_ngrams, 1)) * (longest + 2), np.int32),
     )
     return hiddens
 
@@ -447,12 +457,6 @@ def predict(
     hiddens = hidden_vectors(model, data, offsets, max_chars)
     index = {label: i for i, label in enumerate(model.labels)}
     columns = np.array([index.get(label, -1) for label in wanted], np.int64)
-    if model.loss == LOSS_HS:
-        top, top_prob, wanted_prob = _tree_predict(hiddens, model, np.maximum(columns, 0))
-    else:
-        probs = _softmax_kernel(hiddens, model.output)
-        top = probs.argmax(axis=1).astype(np.int32)
-        top_prob = probs[np.arange(len(top)), top]
-        wanted_prob = probs[:, np.maximum(columns, 0)]
+    top, top_prob, wanted_prob = label_probabilities(hiddens, model, np.maximum(columns, 0))
     wanted_prob[:, columns < 0] = 0.0
     return Prediction(top, top_prob, wanted_prob)

@@ -24,7 +24,8 @@ import numpy as np
 from dataclean.errors import ConfigError
 
 _MAGIC = 793712314
-LOSS_HS, LOSS_SOFTMAX = 1, 3
+# fastText's `loss_name`: hierarchical softmax, negative sampling, softmax, one-vs-all.
+LOSS_HS, LOSS_NS, LOSS_SOFTMAX, LOSS_OVA = 1, 2, 3, 4
 
 
 @dataclass
@@ -36,7 +37,9 @@ class FastTextModel:
     output: np.ndarray  # float32 [labels or tree nodes, dim]
     word_bytes: np.ndarray  # uint8: vocabulary words, concatenated
     word_offsets: np.ndarray  # int64 [words + 1]
-    word_slots: np.ndarray  # int32 open-addressing table of word ids by FNV hash, -1 empty
+    # int64 [slots, 2], open addressing by FNV hash: (id | length << 32, the word's first 8 bytes
+    # as a little-endian int64, zero-padded); -1 marks an empty slot
+    word_slots: np.ndarray
     bucket_bits: np.ndarray  # uint64 bitmap of the kept buckets (bit b % 64 of word b // 64)
     bucket_ranks: np.ndarray  # int32 per bitmap word: the row of its first kept bucket
     pruned: bool  # False: every bucket b is row nwords + b
@@ -45,6 +48,7 @@ class FastTextModel:
     minn: int
     maxn: int
     bucket: int
+    word_ngrams: int  # -wordNgrams: tokens per word n-gram, at most (1: words only)
     loss: int
     tree_left: np.ndarray  # int32 per tree node (hierarchical softmax), -1 for leaves
     tree_right: np.ndarray
@@ -72,7 +76,8 @@ class _Reader:
         return word
 
 
-def _fnv(word: bytes) -> int:
+def fnv_hash(word: bytes) -> int:
+    """fastText's `Dictionary::hash`: 32-bit FNV-1a over the bytes, each sign-extended."""
     h = 2166136261
     for byte in word:
         h = ((h ^ (byte | 0xFFFFFF00 if byte >= 0x80 else byte)) * 16777619) & 0xFFFFFFFF
@@ -126,8 +131,22 @@ def _huffman(counts: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return left, right, parent
 
 
-def _table_size(entries: int) -> int:
-    return 1 << max(4, int(entries * 3).bit_length())
+def _word_slots(vocabulary: list[bytes]) -> np.ndarray:
+    """The vocabulary's lookup table (`FastTextModel.word_slots`): a slot holds a word's id and
+    length and its first 8 bytes, so that a word of up to 8 bytes (most words) is found with one
+    read, not three (the slot, the word's offsets, its bytes: each a cache miss in a large
+    vocabulary). At most half the slots are used."""
+    slots = np.zeros((1 << max(4, (len(vocabulary) * 2).bit_length()), 2), np.int64)
+    slots[:, 0] = -1
+    mask = len(slots) - 1
+    for index, word in enumerate(vocabulary):
+        slot = fnv_hash(word) & mask
+        while slots[slot, 0] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot, 0] = index | (len(word) << 32)
+        prefix = int.from_bytes(word[:8], "little")
+        slots[slot, 1] = prefix - (1 << 64) if prefix >= 1 << 63 else prefix
+    return slots
 
 
 def _bucket_index(
@@ -159,9 +178,11 @@ def read_model(path: str | Path) -> FastTextModel:
     if magic != _MAGIC or version != 12:
         raise ConfigError(f"{path}: not a fastText model file (format 12)")
     args = reader.unpack("<12id")
-    loss, model_kind, bucket, minn, maxn = (int(args[i]) for i in (6, 7, 8, 9, 10))
-    if model_kind != 3 or loss not in (LOSS_HS, LOSS_SOFTMAX):
-        raise ConfigError(f"{path}: a supervised fastText model with hs or softmax loss is needed")
+    word_ngrams, loss, model_kind, bucket, minn, maxn = (int(args[i]) for i in (5, 6, 7, 8, 9, 10))
+    if model_kind != 3:
+        raise ConfigError(f"{path}: not a supervised fastText model (word vectors cannot classify)")
+    if loss not in (LOSS_HS, LOSS_NS, LOSS_SOFTMAX, LOSS_OVA):
+        raise ConfigError(f"{path}: unknown fastText loss {loss}")
     size, nwords, _labels = (int(v) for v in reader.unpack("<iii"))
     _tokens, prune_size = (int(v) for v in reader.unpack("<qq"))
     words: list[bytes] = []
@@ -182,13 +203,7 @@ def read_model(path: str | Path) -> FastTextModel:
     vocabulary = words[:nwords]
     word_offsets = np.zeros(nwords + 1, np.int64)
     word_offsets[1:] = np.cumsum([len(w) for w in vocabulary])
-    word_slots = np.full(_table_size(nwords), -1, np.int32)
-    mask = len(word_slots) - 1
-    for index, word in enumerate(vocabulary):
-        slot = _fnv(word) & mask
-        while word_slots[slot] >= 0:
-            slot = (slot + 1) & mask
-        word_slots[slot] = index
+    word_slots = _word_slots(vocabulary)
     bucket_bits, bucket_ranks, rows = _bucket_index(pruned_pairs, rows, nwords, bucket)
     left, right, parent = _huffman(counts[nwords:]) if loss == LOSS_HS else (np.zeros(0, np.int32),) * 3
     return FastTextModel(
@@ -206,6 +221,7 @@ def read_model(path: str | Path) -> FastTextModel:
         minn=minn,
         maxn=maxn,
         bucket=bucket,
+        word_ngrams=word_ngrams,
         loss=loss,
         tree_left=left,
         tree_right=right,

@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dataclean.executors.base import Executor
 from dataclean.io.writers import read_parquet_batches
-from dataclean.stage import Executor
 
 T = TypeVar("T")
 

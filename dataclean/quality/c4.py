@@ -114,6 +114,11 @@ def _c4_line(cps, s, e, flags, buf):  # type: ignore[no-untyped-def]
     return 0, n, True, words, longest
 
 
+# As code points: a string constant would make numba compile its unicode machinery.
+_EDIT = np.array([ord(ch) for ch in "[edit]"], np.int64)
+_CITATION_NEEDED = np.array([ord(ch) for ch in "[citation needed]"], np.int64)
+
+
 @helper
 def _citation_end(cps, i, e):  # type: ignore[no-untyped-def]
     """End of the Wikipedia citation (`[12]`, `[]`, `[edit]`, `[citation needed]`) at `i`, or -1."""
@@ -122,17 +127,17 @@ def _citation_end(cps, i, e):  # type: ignore[no-untyped-def]
         j += 1
     if j < e and cps[j] == 93:
         return j + 1
-    end = _literal(cps, i, e, "[edit]")
-    return end if end > 0 else _literal(cps, i, e, "[citation needed]")
+    end = _literal(cps, i, e, _EDIT)
+    return end if end > 0 else _literal(cps, i, e, _CITATION_NEEDED)
 
 
 @helper
 def _literal(cps, i, e, text):  # type: ignore[no-untyped-def]
-    """End of `text` if `cps[i:]` starts with it, else -1."""
+    """End of `text` (an array of code points) if `cps[i:]` starts with it, else -1."""
     if e - i < len(text):
         return -1
     for k in range(len(text)):
-        if cps[i + k] != ord(text[k]):
+        if cps[i + k] != text[k]:
             return -1
     return i + len(text)
 
@@ -148,7 +153,7 @@ def _c4_ends(buf, s, e, flags, cjk):  # type: ignore[no-untyped-def]
         return False
     if last == 46 or last == 63 or last == 33 or last == 34 or last == 39:
         return True
-    return cjk and line_ends(buf, flags, s, e, True)
+    return cjk and line_ends(buf, flags, s, e, cjk)
 
 
 @helper
@@ -201,7 +206,8 @@ def c4_outcome(
     kept lines), or (1, 0) for lorem ipsum, (2, 0) for a curly bracket in a line that reached
     those tests. `tokens` are the document's words: a line without citations reuses its own."""
     sentences = 0
-    start = i = 0
+    zero = np.int64(0)  # not 0: numba would compile the helpers again for the literal
+    start = i = zero
     k = 0  # first document token at or after the line
     while start < length:
         while i < length and not flags[cps[i]] & F.LINE_BREAK:
@@ -230,8 +236,8 @@ def c4_outcome(
         if found:
             continue
         if copied:
-            count = tokenize(buf, 0, b, flags, tables, han, line_tokens, stack)
-            sentences += _sentences(buf, line_tokens, 0, count, flags)
+            count = tokenize(buf, zero, b, flags, tables, han, line_tokens, stack)
+            sentences += _sentences(buf, line_tokens, zero, count, flags)
         else:
             while k < len(tokens) and tokens[k, 0] < line_start:
                 k += 1

@@ -75,8 +75,8 @@ def _is_closing_quote(c):  # type: ignore[no-untyped-def]
 
 
 @helper
-def duplicates(cps, s, e, paragraphs, keys, stamps, epoch, mask):  # type: ignore[no-untyped-def]
-    """Gopher's paragraphs (`paragraphs`: split at 2+ newlines) or lines (split at 1+) of
+def duplicates(cps, s, e, breaks, keys, stamps, epoch, mask):  # type: ignore[no-untyped-def]
+    """Gopher's paragraphs (`breaks` 2: split at 2+ newlines) or lines (1: split at 1+) of
     `cps[s:e]`: (how many, how many repeat an earlier one, their characters)."""
     count = dup = chars = 0
     start = s
@@ -88,7 +88,7 @@ def duplicates(cps, s, e, paragraphs, keys, stamps, epoch, mask):  # type: ignor
         j = i
         while j < e and cps[j] == 10:
             j += 1
-        if i < e and paragraphs and j - i < 2:
+        if i < e and j - i < breaks:
             i = j
             continue
         count += 1
@@ -134,7 +134,7 @@ def fineweb_lines(cps, length, flags, short, quotes, keys, stamps, epoch, mask):
     """Over the non-blank lines of `text.split("\\n")`: (lines, ending in terminal punctuation,
     at most `short` characters, characters of lines repeating an earlier one, newlines)."""
     lines = punctuated = shorts = dup_chars = newlines = 0
-    start = 0
+    start = np.int64(0)  # not 0: a literal would compile the helpers it reaches again
     for i in range(length + 1):
         if i < length and cps[i] != 10:
             continue

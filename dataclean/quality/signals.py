@@ -183,8 +183,10 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
     stop words; `stops[table]` their FNV hashes. Long n-gram runs (`runs_on`) are cut at the
     spans written to `cuts` (rows of document, cut start, cut end, run start, run end); returns
     how many. The rest is scratch the caller sizes."""
+    # np.int64(0), not 0: numba compiles a helper again for every literal it is called with
+    zero = np.int64(0)
     epoch = 0
-    n_cuts = 0
+    n_cuts = zero
     for doc in range(len(offsets) - 1):
         length = han = alpha = breaks = 0
         i, stop = offsets[doc], offsets[doc + 1]
@@ -211,7 +213,7 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         if length == 0:
             continue
         han_words, min_words, max_word, short, cjk, n_stops = params[table]
-        words = tokenize(cps, 0, length, flags, tables, han_words != 0, tokens, stack)
+        words = tokenize(cps, zero, length, flags, tables, han_words != 0, tokens, stack)
         # A table twice the size of what goes in, small for small documents (it stays in cache).
         mask = 15
         while mask < 2 * max(words, breaks + 1):
@@ -224,10 +226,10 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         while e > s and flags[cps[e - 1]] & F.SPACE:
             e -= 1
         epoch += 1
-        count, dup, chars = duplicates(cps, s, e, True, keys, stamps, epoch, mask)
+        count, dup, chars = duplicates(cps, s, e, np.int64(2), keys, stamps, epoch, mask)
         row[1], row[2] = dup / count, chars / length
         epoch += 1
-        count, dup, chars = duplicates(cps, 0, length, False, keys, stamps, epoch, mask)
+        count, dup, chars = duplicates(cps, zero, length, np.int64(1), keys, stamps, epoch, mask)
         row[3], row[4] = dup / count, chars / length
         row[29] = words
         _word_hashes(cps, tokens, words, wh, wp, wl)

@@ -409,7 +409,7 @@ def _merge_specials(cps, tables, out, first, n, stack):  # type: ignore[no-untyp
 def tokenize(cps, s, e, flags, tables, han, out, stack):  # type: ignore[no-untyped-def]
     """The tokens of `cps[s:e]` into `out` (rows of start, end); returns their count. With `han`,
     every Han/kana character is a token of its own (the Chinese rules)."""
-    n = 0
+    n = np.int64(0)  # not 0: numba would compile tokenize_chunk again for the literal
     i = s
     while i < e:
         while i < e and flags[cps[i]] & F.SPACE:

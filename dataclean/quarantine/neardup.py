@@ -1,125 +1,113 @@
-"""Find near-duplicates of a small set of texts (the quarantined ones) in a stream of rows.
+"""Find near-duplicates of a small set of texts (the quarantined ones) among many rows.
 
-Texts are compared as sets of character 5-grams of their lower-cased, whitespace-collapsed form
-(works for Chinese, which has no spaces, as well as for English). Candidates come from MinHash
-LSH (128 permutations in 16 bands of 8 rows: pairs at Jaccard 0.8 collide with probability 0.98,
-at 0.5 with 0.06) and are verified on the exact Jaccard of the 5-gram sets, which the team
-measured (docs/measurements.md) at precision 0.95 / recall 0.98 against LSH alone at 0.61
-recall. Everything is vectorized numpy per text (no Python call per shingle): a few tens of
-microseconds per row.
-Two cheap tests skip most rows before the signature: their shingle count must allow Jaccard >= t
-with some indexed text (|A| / |B| in [t, 1/t]), and at least t * |A| of their shingles must occur
-in the indexed texts at all.
+Built on the dedup stage's machinery, so "the same text" means one thing in dataclean: texts are
+normalized by `dataclean.dedup.shingles.Normalized` (case, width, punctuation and digits folded,
+whitespace collapsed), shingled as character `ngram_size`-grams (spaces removed: works for Chinese,
+which has none, as for English) and signed by `dataclean.dedup.minhash.signatures` (datasketch's
+affine32 MinHash); LSH band keys are `minhash.band_keys` (128 permutations in 16 bands of 8 rows:
+pairs at Jaccard 0.8 collide with probability 0.98, at 0.5 with 0.06). Every candidate is
+verified on the exact Jaccard of the two shingle sets, which the team measured
+(docs/measurements.md) at precision 0.95 / recall 0.98 against LSH alone at 0.61 recall.
+
+Character grams rather than dedup's word grams for space-delimited text: a quarantine list holds
+a few texts whose edited copies must not come back, and a two-word edit of a 100-word paragraph
+leaves its character 5-grams at Jaccard ~0.9 but its word 5-grams near 0.8.
 """
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 
 import numpy as np
 
+from dataclean.dedup.minhash import band_keys, signatures
+from dataclean.dedup.shingles import CHARACTERS, Normalized
+
 SHINGLE = 5
-_SPACE = re.compile(r"\s+")
-_MIX = np.uint64(0xFF51AFD7ED558CCD)
-_BASE = np.uint64(1_000_003)
+SEED = 1
 
 
-def shingle_hashes(text: str) -> np.ndarray:
-    """Sorted unique 64-bit hashes of the text's character 5-grams (after normalizing)."""
-    normal = _SPACE.sub(" ", text.lower()).strip()
-    points = np.frombuffer(normal.encode("utf-32-le", "surrogatepass"), dtype="<u4").astype(np.uint64)
-    if len(points) == 0:
-        return np.empty(0, dtype=np.uint64)
-    width = min(SHINGLE, len(points))
-    count = len(points) - width + 1
-    with np.errstate(over="ignore"):
-        hashes = points[:count].copy()
-        for offset in range(1, width):
-            hashes = hashes * _BASE + points[offset : offset + count]
-        hashes ^= hashes >> np.uint64(33)  # murmur3's finalizer: spread the bits
-        hashes *= _MIX
-        hashes ^= hashes >> np.uint64(33)
-    unique: np.ndarray = np.unique(hashes)
-    return unique
+def _sketches(
+    texts: Sequence[str | None], ngram_size: int, num_perm: int, bands: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(band keys: rows x bands, each row's sorted unique shingle hashes) of a batch of texts."""
+    normalized = Normalized([text or "" for text in texts])
+    modes = np.full(len(normalized), CHARACTERS, dtype=np.uint8)
+    signed, offsets, hashes = signatures(
+        normalized.data, normalized.offsets, modes, ngram_size, num_perm, SEED, keep_hashes=True
+    )
+    keys = band_keys(signed, bands, num_perm // bands)
+    sets = [np.unique(hashes[offsets[row] : offsets[row + 1]]) for row in range(len(normalized))]
+    return keys, sets
+
+
+def shingle_hashes(text: str, ngram_size: int = SHINGLE) -> np.ndarray:
+    """Sorted unique hashes of the text's character n-grams (after dedup's normalization)."""
+    return _sketches([text], ngram_size, 16, 16)[1][0]
 
 
 class NearDuplicateIndex:
     """Texts indexed by key; `query(text)` returns the most similar key at Jaccard >= threshold."""
 
-    def __init__(self, threshold: float = 0.8, num_perm: int = 128, bands: int = 16, seed: int = 1):
+    def __init__(
+        self, threshold: float = 0.8, num_perm: int = 128, bands: int = 16, ngram_size: int = SHINGLE
+    ):
         if num_perm % bands:
             raise ValueError(f"num_perm ({num_perm}) must be a multiple of bands ({bands})")
         self.threshold = threshold
+        self.num_perm = num_perm
         self.bands = bands
-        self.rows = num_perm // bands
-        rng = np.random.default_rng(seed)
-        self._a = rng.integers(1, 2**63, num_perm, dtype=np.uint64) | np.uint64(1)
-        self._b = rng.integers(0, 2**63, num_perm, dtype=np.uint64)
-        self._buckets: dict[tuple[int, bytes], list[str]] = {}
+        self.ngram_size = ngram_size
+        self._buckets: dict[tuple[int, int], list[str]] = {}
         self._shingles: dict[str, np.ndarray] = {}
-        self._sizes: list[int] = []
-        self._union: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self._shingles)
 
-    def signature(self, hashes: np.ndarray) -> np.ndarray:
-        """MinHash signature: per permutation, the minimum of (a * h + b) >> 32 over shingles."""
-        with np.errstate(over="ignore"):
-            values = (hashes[:, None] * self._a[None, :] + self._b[None, :]) >> np.uint64(32)
-        signature: np.ndarray = values.min(axis=0)
-        return signature
-
-    def _band_keys(self, signature: np.ndarray) -> list[tuple[int, bytes]]:
-        return [
-            (band, signature[band * self.rows : (band + 1) * self.rows].tobytes())
-            for band in range(self.bands)
+    def add_many(self, keys: Sequence[str], texts: Sequence[str | None]) -> None:
+        """Index each text under its key (a key already indexed, or an empty text, is passed over)."""
+        fresh = [
+            (key, text) for key, text in zip(keys, texts, strict=True) if text and key not in self._shingles
         ]
+        if not fresh:
+            return
+        band_rows, sets = _sketches([text for _, text in fresh], self.ngram_size, self.num_perm, self.bands)
+        for (key, _), row_keys, shingles in zip(fresh, band_rows, sets, strict=True):
+            if key in self._shingles or len(shingles) == 0:
+                continue
+            self._shingles[key] = shingles
+            for band, band_key in enumerate(row_keys.tolist()):
+                self._buckets.setdefault((band, band_key), []).append(key)
 
     def add(self, key: str, text: str) -> None:
-        """Index a text under `key` (a text with no characters is ignored)."""
-        hashes = shingle_hashes(text)
-        if len(hashes) == 0 or key in self._shingles:
-            return
-        self._shingles[key] = hashes
-        self._union = None
-        self._sizes.insert(bisect_left(self._sizes, len(hashes)), len(hashes))
-        for band_key in self._band_keys(self.signature(hashes)):
-            self._buckets.setdefault(band_key, []).append(key)
+        """Index one text under `key`."""
+        self.add_many([key], [text])
+
+    def query_many(self, texts: Sequence[str | None]) -> list[tuple[str, float] | None]:
+        """For each text, (key, Jaccard) of the most similar indexed text at Jaccard >= threshold."""
+        found: list[tuple[str, float] | None] = [None] * len(texts)
+        rows = [row for row, text in enumerate(texts) if text]
+        if not self._shingles or not rows:
+            return found
+        band_rows, sets = _sketches([texts[row] for row in rows], self.ngram_size, self.num_perm, self.bands)
+        for row, row_keys, shingles in zip(rows, band_rows, sets, strict=True):
+            if len(shingles) == 0:
+                continue
+            candidates = {
+                key
+                for band, band_key in enumerate(row_keys.tolist())
+                for key in self._buckets.get((band, band_key), ())
+            }
+            best: tuple[str, float] | None = None
+            for key in sorted(candidates):
+                other = self._shingles[key]
+                shared = len(np.intersect1d(shingles, other, assume_unique=True))
+                jaccard = shared / (len(shingles) + len(other) - shared)
+                if jaccard >= self.threshold and (best is None or jaccard > best[1]):
+                    best = (key, jaccard)
+            found[row] = best
+        return found
 
     def query(self, text: str) -> tuple[str, float] | None:
         """(key, Jaccard) of the most similar indexed text at Jaccard >= threshold, else None."""
-        if not self._shingles or not text:
-            return None
-        # A bound before hashing: a text has at most as many shingles as characters.
-        if len(text) < self.threshold * self._sizes[0]:
-            return None
-        hashes = shingle_hashes(text)
-        size = len(hashes)
-        if size == 0:
-            return None
-        low = bisect_left(self._sizes, self.threshold * size)
-        high = bisect_right(self._sizes, size / self.threshold)
-        if low >= high:
-            return None
-        # Jaccard >= t needs t * |A| shingles shared with one text, so with all of them together.
-        if self._union is None:
-            self._union = np.unique(np.concatenate(list(self._shingles.values())))
-        found = np.searchsorted(self._union, hashes)
-        found[found == len(self._union)] = 0
-        if np.count_nonzero(self._union[found] == hashes) < self.threshold * size:
-            return None
-        candidates = {
-            key
-            for band_key in self._band_keys(self.signature(hashes))
-            for key in self._buckets.get(band_key, ())
-        }
-        best: tuple[str, float] | None = None
-        for key in sorted(candidates):
-            other = self._shingles[key]
-            shared = len(np.intersect1d(hashes, other, assume_unique=True))
-            jaccard = shared / (size + len(other) - shared)
-            if jaccard >= self.threshold and (best is None or jaccard > best[1]):
-                best = (key, jaccard)
-        return best
+        return self.query_many([text])[0]

@@ -51,6 +51,7 @@ th { background: #f1f3f5; font-weight: 600; } td.l, th.l { text-align: left; }
            Consolas, "Noto Sans Mono CJK SC", monospace; background: #f8f9fa; border-left: 3px solid
            #d62828; padding: 6px 10px; margin: 4px 0 10px; max-height: 9.5em; overflow: auto; }
 .excerpt-meta { color: #5c6770; font-size: 12px; } .excerpt-meta code { color: #1d2327; }
+.pair { display: grid; grid-template-columns: 1fr 1fr; gap: 10px; } mark { background: #ffe08a; }
 .ctl { background: #ffe08a; color: #6a4b00; border-radius: 3px; padding: 0 2px; font-size: 10px; }
 .none { color: #8a949c; font-style: italic; }
 details pre { max-height: 480px; overflow: auto; background: #f8f9fa; padding: 10px; }
@@ -122,7 +123,14 @@ def _header(report: RunReport) -> str:
         ("excluded", f"{totals.get('excluded', 0):,}"),
         ("quarantined", f"{totals.get('quarantined', 0):,}"),
         ("wall seconds", f"{stats.get('seconds', {}).get('wall', 0):,.1f}"),
+        ("undecodable bytes", f"{totals.get('undecodable_bytes', 0):,}"),
     ]
+    # What stages counted (`with_counts`): escape sequences removed by clean, ...
+    for stage in stats.get("stages", []):
+        if stage.get("stage") != "read":
+            cards.extend(
+                (f"{stage['stage']}: {what}", f"{n:,}") for what, n in stage.get("counts", {}).items()
+            )
     card_html = "".join(f'<div class="card"><b>{esc(v)}</b><span>{esc(k)}</span></div>' for k, v in cards)
     verdict = '<span class="ok">holds</span>' if holds else '<span class="bad">does NOT hold</span>'
     version = manifest.get("dataclean_version", "?")
@@ -167,18 +175,37 @@ def _funnel(report: RunReport) -> str:
 
 
 def _excerpt(excerpt: Excerpt) -> str:
-    if excerpt.text is None:
+    text = excerpt.text
+    if text is None:
         body = '<span class="none">(no text)</span>'
-    elif not excerpt.text:
+    elif not text:
         body = '<span class="none">(empty text)</span>'
     else:
-        body = excerpt_html(excerpt.text) + (" &hellip;" if excerpt.truncated else "")
+        if excerpt.evidence is not None:
+            a, b = excerpt.evidence
+            body = excerpt_html(text[:a]) + f"<mark>{excerpt_html(text[a:b])}</mark>" + excerpt_html(text[b:])
+        else:
+            body = excerpt_html(text)
+        before = "&hellip; " if excerpt.start > 0 else ""
+        after = " &hellip;" if excerpt.length > excerpt.start + len(text) else ""
+        body = before + body + after
+    shown = len(text or "")
     size = f"{excerpt.length:,} chars" + (
-        f", first {len(excerpt.text or ''):,} shown" if excerpt.truncated else ""
+        f", characters {excerpt.start + 1:,}-{excerpt.start + shown:,} shown" if excerpt.truncated else ""
+    )
+    page = (
+        f'<div class="excerpt-meta">id <code>{esc(excerpt.id)}</code> &middot; '
+        f"<code>{esc(excerpt.reason)}</code> &middot; {esc(size)}"
+    )
+    if excerpt.cleaned is None:
+        return page + f'</div><div class="excerpt">{body}</div>'
+    cleaned = (
+        excerpt_html(excerpt.cleaned) if excerpt.cleaned.strip() else '<span class="none">(nothing)</span>'
     )
     return (
-        f'<div class="excerpt-meta">id <code>{esc(excerpt.id)}</code> &middot; '
-        f'<code>{esc(excerpt.reason)}</code> &middot; {esc(size)}</div><div class="excerpt">{body}</div>'
+        page + '</div><div class="pair"><div><div class="excerpt-meta">as it came in (invisible characters '
+        f'as U+ marks)</div><div class="excerpt">{body}</div></div><div><div class="excerpt-meta">'
+        f'what cleaning keeps</div><div class="excerpt">{cleaned}</div></div></div>'
     )
 
 

@@ -41,7 +41,6 @@ from dataclean.dedup.reduce import find_duplicates
 from dataclean.dedup.shingles import DEFAULT_FOLD, FOLDS
 from dataclean.dedup.summary import Sketch, keep_rule_is_valid
 from dataclean.errors import ConfigError
-from dataclean.kernels import rehearse
 from dataclean.stage import FitContext, GlobalStage, with_drops
 
 
@@ -50,7 +49,10 @@ class DropDuplicates(GlobalStage):
     """Drop exact and near-duplicate rows, keeping one row per cluster (module docstring)."""
 
     name: ClassVar[str] = "dedup"
+    # `lang`, when a stage provides it, chooses word or character shingles; without it, the script does.
+    provides: ClassVar[tuple[str, ...]] = (C.DUP_CLUSTER, C.DUP_SCORE)
     compile_seconds: ClassVar[float] = 3.7  # benchmarks/bench_compile.py
+    rehearse: ClassVar[bool] = True  # its kernels compile in observe, fit and apply (Stage.rehearse)
 
     threshold: float = 0.7
     num_perm: int = 128
@@ -142,9 +144,9 @@ class DropDuplicates(GlobalStage):
         )
         self._by_shard = context.shards is not None
 
-    def compile_kernels(self) -> None:
-        """Observe, fit and apply on a tiny corpus (`dataclean.kernels.rehearse`), with a copy."""
-        rehearse(replace(self, keep="first"))  # the keep rule's column is not in the tiny corpus
+    def rehearsal_copy(self) -> DropDuplicates:
+        """A copy to rehearse (`Stage.rehearse`): the keep rule's column is not in the tiny corpus."""
+        return replace(self, keep="first")
 
     def begin_shard(self, shard: int | None) -> None:
         """Apply only this shard's decisions next: a worker holds one shard's, not the corpus's."""

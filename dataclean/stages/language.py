@@ -9,9 +9,10 @@ characters, as CCNet and datatrove label web text, with the Chinese/English majo
 model's probability; null for `und` and for labels that came with the input). A `lang` column in
 the input is kept as it is (rows where it is null or empty are labeled) unless `relabel` is on.
 
-Filter (off by default: every row is kept): `keep` lists the languages to keep (`zh,en`); other
-rows are dropped with reason `<code>` (`language:de` in the stats). `min_score` drops rows whose
-label is less probable than that, reason `uncertain:<code>` (datatrove's LanguageFilter uses
+Filter (off by default: every row is kept): `keep` lists the languages to keep (`zh,en`: lid.176's
+codes, checked when the stage is built, so that `eng` or a typo is an error, not a run that drops
+every row); other rows are dropped with reason `<code>` (`language:de` in the stats). `min_score`
+drops rows whose label is less probable than that, reason `uncertain:<code>` (datatrove's LanguageFilter uses
 0.65); labels without a score (from the input) are trusted.
 """
 
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.lang import SAMPLE_CHARS, identify_languages
+from dataclean.lang.labels import unknown_code_message
 from dataclean.stage import Stage, with_drops
 
 
@@ -43,6 +45,7 @@ class IdentifyLanguage(Stage):
     """
 
     name: ClassVar[str] = "language"
+    provides: ClassVar[tuple[str, ...]] = (C.LANG, C.LANG_SCORE)
     compile_seconds: ClassVar[float] = 2.5  # benchmarks/bench_compile.py
 
     keep: tuple[str, ...] = ()
@@ -52,6 +55,9 @@ class IdentifyLanguage(Stage):
 
     def __post_init__(self) -> None:
         self.keep = tuple(code.strip() for code in self.keep if code.strip())
+        message = unknown_code_message("language.keep", self.keep)
+        if message is not None:
+            raise ConfigError(message)
         if not 0.0 <= self.min_score < 1.0:
             raise ConfigError(f"language.min_score must be in [0, 1), got {self.min_score}")
         if self.sample_chars < 1:

@@ -29,7 +29,6 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.lang import identify_languages
 from dataclean.lm.compiled import compile_kernels
 from dataclean.lm.fetch import check_remote_model, fetch_model, is_uri
 from dataclean.lm.model import (
@@ -60,7 +59,8 @@ def _parse_pairs(values: tuple[str, ...], where: str) -> dict[str | None, str]:
 
 @dataclass
 class ScorePerplexity(Stage):
-    """Add `ppl` (CCNet perplexity under the reference model of the row's `lang`) and `lang`.
+    """Add `ppl` (CCNet perplexity under the reference model of the row's `lang`, which the
+    `language` stage provides: planning a run without it fails, naming this stage).
 
     `models`: added to the bundled models (`en`, `zh`), or replacing one of them: `LANG=PATH` /
     `LANG:PATH` for a model folder written by `dataclean lm train` (a local path, or a URI any
@@ -72,6 +72,8 @@ class ScorePerplexity(Stage):
     """
 
     name: ClassVar[str] = "perplexity"
+    requires: ClassVar[tuple[str, ...]] = (C.LANG,)
+    provides: ClassVar[tuple[str, ...]] = (C.PPL,)
     compile_seconds: ClassVar[float] = 2.7  # benchmarks/bench_compile.py
 
     models: tuple[str, ...] = ()
@@ -132,9 +134,6 @@ class ScorePerplexity(Stage):
     def __call__(self, table: pa.Table) -> pa.Table:
         self.setup()
         assert self._loaded is not None
-        if C.LANG not in table.column_names:
-            # Without the `language` stage before it (a recipe of its own, `--only perplexity`).
-            table = table.append_column(C.LANG, identify_languages(table.column(C.TEXT))[0])
         langs = table.column(C.LANG)
         texts = table.column(C.TEXT)
         ppl = np.full(table.num_rows, np.nan)
@@ -166,6 +165,8 @@ class FilterPerplexity(GlobalStage):
     """
 
     name: ClassVar[str] = "perplexity_filter"
+    requires: ClassVar[tuple[str, ...]] = (C.LANG, C.PPL)
+    provides: ClassVar[tuple[str, ...]] = (C.PPL_BUCKET,)
 
     max_ppl: tuple[str, ...] = ()
     drop_fraction: float = 0.0

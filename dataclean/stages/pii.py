@@ -100,7 +100,7 @@ class RedactPersonalData(Stage):
 
     def __call__(self, table: pa.Table) -> pa.Table:
         table, counts = self._redact(table)
-        return with_counts(table, {kind: pa.array(values) for kind, values in counts.items()})
+        return with_counts(table, counts)
 
     def redact(self, table: pa.Table) -> pa.Table:
         """Rows others dropped, as they are written: the text redacted, `pii_redacted` added

@@ -1,12 +1,11 @@
 """Stage `quarantine`: leave out (or down-weight) the samples on a quarantine list.
 
-A row is quarantined when its `id` or its `text_hash` is on the list (the hash catches a sample
-whose id changed, e.g. after re-sharding). Near-duplicates of quarantined texts are quarantined
-too (character 5-grams at Jaccard >= `threshold`: MinHash LSH candidates verified exactly, see
-`dataclean.quarantine.neardup`), so a changed keep rule (another copy kept by dedup, a different
-split) cannot bring the same content back. The quarantined texts come from the list's optional
-`text` column and from the rows of this run that matched by id or hash (collected by `observe`,
-which is why this is a global stage).
+Which rows a list touches, and how, is `dataclean.quarantine.match` (the rule the training-time
+sampler applies too): a row's `id`, else its `text_hash`, else its text as a near-duplicate of a
+quarantined text (character 5-grams at Jaccard >= `threshold`, dedup's normalization and MinHash,
+candidates verified exactly). The quarantined texts come from the list's optional `text` column and
+from the rows of this run that matched by id or hash (collected by `observe`, which is why this is
+a global stage).
 
 OUT/quarantined lists every row the list touched, with the list's reason
 (`quarantine:loss_outlier`, `quarantine:near_duplicate_of:<id>`) and `action`: `drop` rows are
@@ -28,10 +27,10 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.feedback import schema as S
 from dataclean.ids import text_hashes
 from dataclean.io.files import open_input, read_parquet
-from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.lists import applied, read_list
+from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex
 from dataclean.quarantine.neardup import NearDuplicateIndex
 from dataclean.stage import FitContext, GlobalStage, with_copies, with_drops
 
@@ -47,15 +46,13 @@ class DropQuarantined(GlobalStage):
 
     name: ClassVar[str] = "quarantine"
     destination: ClassVar[str] = "quarantined"
+    provides: ClassVar[tuple[str, ...]] = (C.WEIGHT,)
 
     path: str | None = None
     near_duplicates: bool = True
     threshold: float = 0.8
     num_perm: int = 128
-    _entries: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
-    _by_hash: dict[str, str] = field(default_factory=dict, init=False, repr=False)
-    _texts: dict[str, str] = field(default_factory=dict, init=False, repr=False)
-    _index: NearDuplicateIndex | None = field(default=None, init=False, repr=False)
+    _index: QuarantineIndex | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 0 < self.threshold <= 1:
@@ -79,25 +76,27 @@ class DropQuarantined(GlobalStage):
 
     def setup(self) -> None:
         """Load the list (once per worker)."""
-        if self.path is None or self._entries:
+        if self.path is None or self._index is not None:
             return
-        listed = read_list(self.path)
-        self._entries = {row[S.SAMPLE_ID]: row for row in listed.to_pylist()}
-        self._by_hash = {row[S.TEXT_HASH]: key for key, row in self._entries.items() if row[S.TEXT_HASH]}
-        self._texts = {key: row[S.TEXT] for key, row in self._entries.items() if row[S.TEXT]}
-        self.build_index()
+        self._index = QuarantineIndex.from_list(
+            applied(read_list(self.path)), self.near_duplicates, self.threshold, self.num_perm
+        )
 
-    def _matches(self, table: pa.Table) -> list[str | None]:
-        """The list entry (sample id) each row matches by id or text hash, or None."""
-        ids = table.column(C.ID).to_pylist()
-        if C.TEXT_HASH in table.column_names:
-            hashes = table.column(C.TEXT_HASH).to_pylist()
-        else:
-            hashes = text_hashes(table.column(C.TEXT)).to_pylist()
-        return [
-            row_id if row_id in self._entries else self._by_hash.get(h) if h else None
-            for row_id, h in zip(ids, hashes, strict=True)
-        ]
+    def compile_kernels(self) -> None:
+        """Near-duplicate matching runs dedup's normalization, MinHash and band-key kernels
+        (compiled already when dedup is in the recipe); nothing without a list."""
+        if self.path is not None and self.near_duplicates:
+            index = NearDuplicateIndex(self.threshold, self.num_perm)
+            index.add("warm-up", "A warm-up text, 一段热身的文字.")
+            index.query_many(["A warm-up text, 一段热身的文字."])
+
+    def _hashes(self, table: pa.Table) -> list[str | None]:
+        column = (
+            table.column(C.TEXT_HASH)
+            if C.TEXT_HASH in table.column_names
+            else text_hashes(table.column(C.TEXT))
+        )
+        return list(column.to_pylist())
 
     def is_barrier(self) -> bool:
         """Only a list with near-duplicate matching needs to see the whole run first."""
@@ -105,10 +104,10 @@ class DropQuarantined(GlobalStage):
 
     def observe(self, table: pa.Table) -> pa.Table | None:
         """Texts of this run's rows that match the list, for near-duplicate matching."""
-        if self.path is None or not self.near_duplicates:
+        if self._index is None or not self.near_duplicates:
             return None
-        matches = self._matches(table)
-        keep = [i for i, key in enumerate(matches) if key is not None and key not in self._texts]
+        matches = self._index.exact_entries(table.column(C.ID).to_pylist(), self._hashes(table))
+        keep = [i for i, key in enumerate(matches) if key is not None and key not in self._index.texts]
         if not keep:
             return None
         texts = table.column(C.TEXT).take(keep).to_pylist()
@@ -116,63 +115,38 @@ class DropQuarantined(GlobalStage):
 
     def fit(self, context: FitContext) -> None:
         """Index every quarantined text (from the list and from this run) for MinHash queries."""
+        if self._index is None:
+            return
+        found: dict[str, str] = {}
         for summary in context.summaries:
             for row in read_parquet(summary).to_pylist():
-                self._texts.setdefault(row["entry"], row[C.TEXT])
-        self.build_index()
-
-    def build_index(self) -> None:
-        """The near-duplicate index over the quarantined texts (one entry per listed sample)."""
-        if not self.near_duplicates or not self._texts:
-            self._index = None
-            return
-        self._index = NearDuplicateIndex(self.threshold, self.num_perm)
-        for key, text in self._texts.items():
-            self._index.add(key, text)
-
-    def _near(self, text: str | None) -> str | None:
-        if self._index is None or not text:
-            return None
-        found = self._index.query(text)
-        return found[0] if found else None
+                found.setdefault(row["entry"], row[C.TEXT])
+        self._index.add_texts(found)
 
     def __call__(self, table: pa.Table) -> pa.Table:
-        if not self._entries or table.num_rows == 0:
+        if not self._index or table.num_rows == 0:
             return table
-        texts = table.column(C.TEXT).to_pylist()
+        matches = self._index.match(
+            table.column(C.ID).to_pylist(), self._hashes(table), table.column(C.TEXT).to_pylist()
+        )
         reasons: list[str | None] = []  # dropped rows
         copies: list[str | None] = []  # down-weighted rows, listed in OUT/quarantined too
-        actions: list[str | None] = []
         weights = (
             pc.fill_null(table.column(C.WEIGHT), 1.0).to_numpy(zero_copy_only=False).copy()
             if C.WEIGHT in table.column_names
             else np.ones(table.num_rows)
         )
-        for i, key in enumerate(self._matches(table)):
-            reason = None
-            if key is None:
-                key = self._near(texts[i])
-                if key is not None:
-                    reason = f"near_duplicate_of:{key}"
-            if key is None:
-                reasons.append(None)
-                copies.append(None)
-                actions.append(None)
-                continue
-            entry = self._entries[key]
-            reason = reason or entry[S.REASON] or "listed"
-            if entry[S.ACTION] == "downweight":
-                weights[i] = min(weights[i], entry[S.WEIGHT] if entry[S.WEIGHT] is not None else 0.1)
-                reasons.append(None)
-                copies.append(reason)
-            else:
-                reasons.append(reason)
-                copies.append(None)
-            actions.append(entry[S.ACTION] or "drop")
+        for i, found in enumerate(matches):
+            downweight = found is not None and found.action == DOWNWEIGHT
+            reasons.append(found.reason if found is not None and not downweight else None)
+            copies.append(found.reason if found is not None and downweight else None)
+            if found is not None and downweight:
+                weights[i] = min(weights[i], found.weight)
         weight_array = pa.array(weights, pa.float64())
         if C.WEIGHT in table.column_names:
             table = table.set_column(table.schema.get_field_index(C.WEIGHT), C.WEIGHT, weight_array)
         else:
             table = table.append_column(C.WEIGHT, weight_array)
+        actions = [None if found is None else found.action for found in matches]
         table = table.append_column(C.ACTION, pa.array(actions, pa.string()))
         return with_copies(with_drops(table, reasons), copies)

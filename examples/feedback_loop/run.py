@@ -176,6 +176,20 @@ def check_guard(logs: Path, step: int, records: list[str], injected: dict[str, s
     return right
 
 
+def target_met(figures: dict[str, float]) -> bool:
+    """Print and return whether the example met its target."""
+    ok = (
+        figures["precision"] >= 0.9
+        and figures["recall"] >= 0.9
+        and figures["spike"] == figures["guard"] == 1.0
+    )
+    print(
+        "target (precision and recall >= 0.9, the data spike named, and caught live): "
+        + ("met" if ok else "NOT met")
+    )
+    return ok
+
+
 def first_pass(work: Path, epochs: int = 4, executor: str = "local") -> dict[str, float]:
     """Steps 1-4: corpus, cleaning, training with a data spike, feedback; returns the figures
     (precision, recall, spike: 1.0 if the spike was diagnosed `data` with the right samples;
@@ -209,6 +223,10 @@ def first_pass(work: Path, epochs: int = 4, executor: str = "local") -> dict[str
         "feedback",
         *("--losses", str(logs / "losses"), "--steps", str(logs / "steps")),
         *("--corpus", str(work / "clean1"), "-o", str(work / "feedback")),
+        # Persistent outliers are listed for review by default; the example has its answer key
+        # to score the list against, so it applies them at once (in practice: read report.md,
+        # then `dataclean feedback accept`).
+        *("--outliers", "drop"),
     )
     injected.update({sample_id: "corrupt_record" for sample_id, _ in records})
     (work / "injected.json").write_text(json.dumps(injected, indent=1))
@@ -251,16 +269,7 @@ def main() -> None:
         f"{work / 'feedback' / 'training.png'}; loss curves: {picture or '(matplotlib missing)'}"
     )
     print(f"   {time.monotonic() - started:.0f} s in all")
-    ok = (
-        figures["precision"] >= 0.9
-        and figures["recall"] >= 0.9
-        and figures["spike"] == figures["guard"] == 1.0
-    )
-    print(
-        "target (precision and recall >= 0.9, the data spike named, and caught live): "
-        + ("met" if ok else "NOT met")
-    )
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if target_met(figures) else 1)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from dataclean.feedback import schema as S
+from dataclean import columns as C
 
 
 @dataclass
@@ -254,19 +254,19 @@ class PlantedRun:
         """The per-sample loss log."""
         return pa.table(
             {
-                S.SAMPLE_ID: pa.array(self.ids[self.sample_index].tolist(), pa.string()),
-                S.LOSS: pa.array(self.loss, pa.float64()),
-                S.STEP: pa.array(self.step, pa.int64()),
-                S.EPOCH: pa.array(self.epoch, pa.int64()),
-                S.RANK: pa.array(self.rank, pa.int64()),
+                C.SAMPLE_ID: pa.array(self.ids[self.sample_index].tolist(), pa.string()),
+                C.LOSS: pa.array(self.loss, pa.float64()),
+                C.STEP: pa.array(self.step, pa.int64()),
+                C.EPOCH: pa.array(self.epoch, pa.int64()),
+                C.RANK: pa.array(self.rank, pa.int64()),
             }
         )
 
-    def step_log(self, columns: tuple[str, ...] = (S.LR, S.GRAD_NORM, S.LOSS_SCALE)) -> pa.Table:
+    def step_log(self, columns: tuple[str, ...] = (C.LR, C.GRAD_NORM, C.LOSS_SCALE)) -> pa.Table:
         """The step log: the batch's mean loss and the optimizer's lr, grad norm and loss scale."""
         loss = self.loss.reshape(len(self.steps), self.batch).mean(axis=1)
-        values = {S.LR: self.lr, S.GRAD_NORM: self.grad_norm, S.LOSS_SCALE: self.loss_scale()}
-        table = {S.STEP: pa.array(self.steps, pa.int64()), S.LOSS: pa.array(loss)}
+        values = {C.LR: self.lr, C.GRAD_NORM: self.grad_norm, C.LOSS_SCALE: self.loss_scale()}
+        table = {C.STEP: pa.array(self.steps, pa.int64()), C.LOSS: pa.array(loss)}
         for name in columns:
             table[name] = pa.array(values[name], pa.float64())
         return pa.table(table)
@@ -326,7 +326,7 @@ def main() -> None:
             result = evaluate(
                 run.truth,
                 [(s.step, s.diagnosis, s.sample_ids) for s in found.spikes],
-                set(found.quarantine.column(S.SAMPLE_ID).to_pylist()),
+                set(found.quarantine.column(C.SAMPLE_ID).to_pylist()),
             )
             right = len(result.found) - len(result.misdiagnosed)
             print(

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from click.testing import CliRunner
 
-from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.cli import feedback
 from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.schema import QUARANTINE_SCHEMA
 from tests.feedback.planted import PlantedRun
 
 
@@ -62,7 +62,7 @@ def test_outputs_list_spikes_report_and_picture(tmp_path):
     assert sorted(listed.column("sample_id").to_pylist()) == sorted(outliers + blamed)
     row = listed.to_pylist()[0]
     assert row["text_hash"] and row["text"].startswith("text of") and row["action"] == "drop"
-    assert pq.read_schema(out / "quarantine.parquet").names[:11] == S.QUARANTINE_SCHEMA.names[:11]
+    assert pq.read_schema(out / "quarantine.parquet").names[:11] == QUARANTINE_SCHEMA.names[:11]
 
     spikes = json.loads((out / "spikes.json").read_text())
     assert [(s["step"], s["diagnosis"]) for s in spikes] == [(180, "data"), (240, "grad_explosion")]

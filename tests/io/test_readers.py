@@ -98,7 +98,7 @@ def test_null_text_is_marked_not_lost(tmp_path: Path) -> None:
 def test_bad_rows_raise_with_file_and_row_or_are_marked(tmp_path: Path) -> None:
     path = tmp_path / "g.jsonl"
     path.write_text('{"text": "ok"}\nnot json\n{"text": 5}\n')
-    with pytest.raises(InputError, match=r"g\.jsonl, row 1: invalid JSON"):
+    with pytest.raises(InputError, match=r"g\.jsonl, line 2: invalid JSON: Expecting value at column 1$"):
         _read(path)
     table = _read(path, on_error="skip")
     assert table.column(C.DROP_REASON).to_pylist() == [None, "invalid_json", "non_string_text"]
@@ -151,12 +151,13 @@ def test_a_stream_broken_midway_keeps_the_rows_before_it_and_says_where(tmp_path
     codec = zlib.decompressobj(wbits=31) if gz else zstandard.ZstdDecompressor().decompressobj()
     whole = codec.decompress(path.read_bytes()).count(b"\n")
     assert 0 < whole < len(texts)
-    with pytest.raises(InputError, match=rf"truncated: .* in row {whole} \(rows before it were read whole"):
+    broken = rf"truncated: .* in line {whole + 1} \(lines before it were read whole"
+    with pytest.raises(InputError, match=broken):
         _read(path)  # on_error="raise": nothing is yielded, the error says where
     shard = discover([str(path)])[0]
     batches = read_shard(shard, ReadOptions(on_error="skip", batch_rows=1000))
     got: list[str] = []
-    with pytest.raises(InputError, match=f"in row {whole} "):
+    with pytest.raises(InputError, match=f"in line {whole + 1} "):
         for batch in batches:
             got.extend(batch.column(C.TEXT).to_pylist())
     assert got == texts[:whole]  # every row before the break, none after, none cut
@@ -174,3 +175,15 @@ def test_batches_are_bounded(tmp_path: Path) -> None:
     shard = discover([str(path)])[0]
     sizes = [t.num_rows for t in read_shard(shard, ReadOptions(batch_rows=10))]
     assert sizes == [10, 10, 5]
+
+
+def test_places_are_lines_from_1_for_line_formats_and_rows_from_0_for_tables(tmp_path: Path) -> None:
+    """An editor's line number for JSONL and text (blank lines count), a row index that says it
+    counts from 0 for Parquet."""
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"text": "ok"}\n\n{"text": "fine"}\n{"text": [1]}\n')
+    with pytest.raises(InputError, match=r"h\.jsonl, line 4: text is list$"):
+        _read(path)
+    assert str(InputError("t.parquet", "cannot read (corrupt)", row=2048)) == (
+        "t.parquet, row 2048 (from 0): cannot read (corrupt)"
+    )

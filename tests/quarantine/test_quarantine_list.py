@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataclean.errors import InputError
-from dataclean.feedback import schema as S
 from dataclean.quarantine.lists import make_list, merge_lists, read_list, write_list
+from dataclean.quarantine.schema import QUARANTINE_SCHEMA
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T1 = datetime(2026, 2, 1, tzinfo=timezone.utc)
@@ -65,7 +65,7 @@ def entries():
 
 def test_schema_and_defaults():
     first, _ = entries()
-    assert first.schema == S.QUARANTINE_SCHEMA
+    assert first.schema == QUARANTINE_SCHEMA
     assert first.schema.names[:11] == [
         "sample_id",
         "text_hash",

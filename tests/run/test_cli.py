@@ -24,9 +24,18 @@ def _invoke(*args: str) -> tuple[int, str]:
 def test_run_on_the_sample_prints_a_summary(tmp_path: Path) -> None:
     code, output = _invoke("run", str(SAMPLE), "-o", str(tmp_path / "out"), "--executor", "local")
     assert code == 0, output
-    assert "quality:" in output and "kept" in output
+    assert "kept" in output
     stats = json.loads((tmp_path / "out" / "stats.json").read_text())
     assert stats["totals"]["invariant_holds"]
+    # The summary (printed as to a pipe) fits 80 columns, with every reason whole: the stage's row
+    # names the stage, so its reasons come without the prefix, one a line.
+    lines = [line for line in output.splitlines() if not line.startswith("wrote ")]
+    assert max(map(len, lines)) <= 80
+    clean = next(i for i, line in enumerate(lines) if line.split()[:1] == ["clean"])
+    reasons = {reason.removeprefix("clean:") for reason in stats["stages"][1]["dropped"]}
+    assert {"random_bytes", "empty"} <= reasons
+    for reason in reasons:
+        assert any(reason in line.split() for line in lines[clean : clean + 6])
 
 
 def test_set_changes_a_parameter_and_skip_removes_a_stage(tmp_path: Path) -> None:
@@ -63,14 +72,14 @@ def test_user_recipe_file(tmp_path: Path) -> None:
         (lambda d: d / "missing.jsonl", [], "missing.jsonl: no such file or folder"),
         (lambda d: _write(d / "bad.parquet", b"not parquet"), [], "bad.parquet: not a readable Parquet file"),
         (lambda d: _parquet(d / "p.parquet", {"body": ["x"]}), [], "p.parquet: no column 'text'"),
-        (lambda d: _write(d / "n.jsonl", b'{"text": 3}\n'), [], "n.jsonl, row 0: text is int"),
+        (lambda d: _write(d / "n.jsonl", b'{"text": 3}\n'), [], "n.jsonl, line 1: text is int"),
         (lambda d: _write(d / "x.csv", b"a,b\n"), [], "x.csv: unknown format"),
-        (lambda d: _write(d / "j.jsonl", b"{broken\n"), [], "j.jsonl, row 0: invalid JSON"),
+        (lambda d: _write(d / "j.jsonl", b"{broken\n"), [], "j.jsonl, line 1: invalid JSON"),
         (lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'), ["--set", "nope.x=1"], "unknown stage 'nope'"),
         (
             lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
             ["--set", "clean.bogus=1"],
-            "has no parameter 'bogus' (valid: fix_mojibake, max_garbage_fraction",
+            "has no parameter 'bogus' (valid: fix_mojibake, max_encoded_fraction, max_garbage_fraction",
         ),
         (
             lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
@@ -86,6 +95,11 @@ def test_user_recipe_file(tmp_path: Path) -> None:
             lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
             ["--pipeline", "nosuch"],
             "no recipe of that name",
+        ),
+        (
+            lambda d: _write(d / "ok.jsonl", b'{"text": "a"}\n'),
+            ["--set", "language.keep=zh,eng"],
+            "language.keep: 'eng' is not a language code of lid.176",
         ),
     ],
 )
@@ -142,3 +156,23 @@ def test_subcommands_that_load_on_demand_are_listed_and_run() -> None:
     for name in ("feedback", "lm"):
         code, output = _invoke(name, "--help")
         assert code == 0 and "Usage:" in output and name in output
+
+
+def test_output_naming_an_existing_file_is_one_line(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", [{"text": "fine"}])
+    taken = _write(tmp_path / "notes.txt", b"mine")
+    code, output = _invoke("run", str(source), "-o", str(taken), "--executor", "local")
+    assert code == 2 and output.strip().count("\n") == 0
+    assert output.startswith(f"error: {taken} is a file: the output (-o) is a folder")
+    assert taken.read_bytes() == b"mine"
+
+
+def test_rerun_into_a_finished_output_says_so(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", [{"text": "fine words here"}])
+    out = tmp_path / "out"
+    args = ("run", str(source), "-o", str(out), "--executor", "local", "--only", "clean")
+    assert _invoke(*args)[0] == 0
+    code, output = _invoke(*args)
+    assert code == 0
+    expected = f"{out} already holds this run, complete (same config and inputs): nothing to do; "
+    assert output == expected + "1 rows kept. --overwrite runs it again.\n"

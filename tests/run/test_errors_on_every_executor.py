@@ -19,7 +19,8 @@ from tests.conftest import ROOT
     "error",
     [
         InputError("in/a.jsonl.gz", "truncated: the compressed stream ends early"),
-        InputError("in/b.jsonl", "invalid JSON", row=7),
+        InputError("in/b.jsonl", "invalid JSON", line=7),
+        InputError("in/c.parquet", "cannot read (corrupt)", row=2048),
         ConfigError("clean.bogus: no such parameter"),
         OutputError("out exists with another config"),
         StageError("stage 'clean' failed on in/a.jsonl, row id 'x'"),
@@ -59,5 +60,5 @@ def test_a_truncated_shard_is_the_same_one_line_error_on_ray_and_local(tmp_path:
         assert result.returncode == 2, result.stderr[-3000:]
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1, result.stderr[-3000:]
-        assert lines[0].startswith(f"error: {broken}: truncated: the compressed stream ends early, in row ")
+        assert lines[0].startswith(f"error: {broken}: truncated: the compressed stream ends early, in line ")
     assert on_ray.stderr == local.stderr

@@ -165,7 +165,8 @@ def test_bad_shards_of_every_kind_are_logged_and_nothing_is_lost(tmp_path: Path)
     assert {f"g{i}" for i in range(50)} | {"huge"} <= kept
     # The rows read whole before the truncation are kept, every one of them (the reason says
     # in which row the stream broke), and the rest of the shard is one excluded row.
-    broken_at = int(re.search(r"in row (\d+) ", shard_errors["truncated.jsonl.gz"]).group(1))  # type: ignore[union-attr]
+    broken_line = re.search(r"in line (\d+) ", shard_errors["truncated.jsonl.gz"])
+    broken_at = int(broken_line.group(1)) - 1  # type: ignore[union-attr]  # lines from 1, rows from 0
     truncated_rows = sorted(int(i.split(":")[1]) for i in kept if i.startswith("truncated.jsonl.gz:"))
     truncated = (tmp_path / "in" / "truncated.jsonl.gz").read_bytes()
     assert broken_at == zlib.decompressobj(wbits=31).decompress(truncated).count(b"\n")  # zlib's own count

@@ -15,7 +15,7 @@ from dataclean import columns as C
 from dataclean.errors import OutputError
 from dataclean.executors.local import LocalExecutor
 from dataclean.io.readers import ReadOptions
-from dataclean.run import run_pipeline
+from dataclean.run import ALREADY_COMPLETE, run_pipeline
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from tests.conftest import SAMPLE, read_rows, write_jsonl
@@ -122,7 +122,8 @@ def test_rerun_same_config_resumes_and_changed_config_refuses(tmp_path: Path) ->
     inp = write_jsonl(tmp_path / "in.jsonl", ROWS)
     out = tmp_path / "out"
     first = _run([inp], out)
-    assert _run([inp], out) == first
+    # A rerun into the finished output runs nothing and says so (the CLI prints it).
+    assert _run([inp], out) == {**first, ALREADY_COMPLETE: True}
     with pytest.raises(OutputError, match=r"clean\.fix_mojibake: True -> False"):
         run_pipeline([str(inp)], str(out), [CleanText(fix_mojibake=False)], LocalExecutor())
     run_pipeline([str(inp)], str(out), [CleanText(fix_mojibake=False)], LocalExecutor(), overwrite=True)

@@ -11,7 +11,10 @@ from dataclean.errors import ConfigError
 from dataclean.stages.clean import CleanText, _clean, clean_text
 
 
-@pytest.mark.parametrize("code", [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+# ESC (0x1B) starts an escape sequence: "\x1bc" is one (RIS), removed whole (tests/stages/test_escapes.py).
+@pytest.mark.parametrize(
+    "code", [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F]
+)
 def test_c0_controls_and_delete_removed(code: int) -> None:
     assert clean_text(f"ab{chr(code)}cd") == "abcd"
 
@@ -168,10 +171,14 @@ def test_stage_byte_pass_matches_clean_text_row_by_row() -> None:
     ]
     out = CleanText()(_table(texts))
     expected = [_clean(text, "none", True, True) for text in texts]
-    assert out.column(C.TEXT).to_pylist() == [new for new, _, _ in expected]
-    assert out.column(C.REMOVED_CHARS).to_pylist() == [count for _, count, _ in expected]
-    empty = [i for i, (new, _, _) in enumerate(expected) if not new or new.isspace()]
     reasons = out.column(C.DROP_REASON).to_pylist()
+    # A dropped row keeps its text as it came in (for excluded/ and the report).
+    assert out.column(C.TEXT).to_pylist() == [
+        new if reason is None else text
+        for (new, *_), text, reason in zip(expected, texts, reasons, strict=True)
+    ]
+    assert out.column(C.REMOVED_CHARS).to_pylist() == [count for _, count, *_ in expected]
+    empty = [i for i, (new, *_) in enumerate(expected) if not new or new.isspace()]
     assert [i for i, reason in enumerate(reasons) if reason == "empty"] == empty == [1, 2, 4, 5, 16, 18]
     assert reasons[6] is None and reasons[3] is None
 

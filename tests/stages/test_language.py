@@ -8,9 +8,12 @@ import pyarrow as pa
 import pytest
 
 from dataclean import columns as C
+from dataclean.config import parse_settings, select_stages
 from dataclean.dedup.shingles import CHARACTERS, WORDS, Normalized
+from dataclean.errors import ConfigError
 from dataclean.lang import UNKNOWN, bundled_model_path, identify_languages, load_identifier
 from dataclean.lang.fasttext import predict, utf8_buffers
+from dataclean.lang.labels import lid176_labels
 from dataclean.stages.language import IdentifyLanguage
 from pipelines.default import build
 from tests.conftest import FIXTURE_ROOT, SAMPLE, sample_web_texts
@@ -148,3 +151,29 @@ def test_dedup_shingles_follow_the_real_language() -> None:
     assert langs.to_pylist() == ["ja", "th", "ko", "zh", "en", UNKNOWN]
     modes = Normalized(texts).modes(langs)
     assert modes.tolist() == [CHARACTERS, CHARACTERS, WORDS, CHARACTERS, WORDS, WORDS]
+
+
+def test_shipped_label_list_is_the_models() -> None:
+    """`dataclean/data/lang/lid176_labels.txt`, which `keep` is checked against before a run, holds
+    exactly the labels of the bundled lid.176."""
+    assert lid176_labels() == tuple(load_identifier().labels)
+
+
+@pytest.mark.parametrize(
+    ("keep", "message"),
+    [
+        (
+            "zh,eng",
+            r"^language\.keep: 'eng' is not a language code of lid\.176 .*use 'en' for 'eng' \(English\)$",
+        ),
+        ("zz,xx", r"^language\.keep: 'zz', 'xx' are not language codes of lid\.176 \(ISO 639-1"),
+        ("zho", r"use 'zh' for 'zho' \(Chinese\)"),
+    ],
+)
+def test_keep_rejects_codes_the_model_does_not_label(keep: str, message: str) -> None:
+    """A 3-letter code or a typo would drop every row of that language without a word: it is a
+    one-line ConfigError when the stage is built (from --set, before any row is read)."""
+    with pytest.raises(ConfigError, match=message) as raised:
+        select_stages(build(), [], [], parse_settings([f"language.keep={keep}"]))
+    assert "\n" not in str(raised.value)
+    assert IdentifyLanguage(keep=("zh", "en", "yue", "und")).keep == ("zh", "en", "yue", "und")

@@ -24,6 +24,7 @@ from dataclean.lm.quantiles import exact_quantiles
 from dataclean.run import run_pipeline
 from dataclean.stage import FitContext
 from dataclean.stages import perplexity as P
+from dataclean.stages.language import IdentifyLanguage
 from dataclean.stages.perplexity import FilterPerplexity, ScorePerplexity
 from tests.conftest import FIXTURE_ROOT, read_rows, write_jsonl
 
@@ -32,11 +33,11 @@ ZH = "长江是中国第一长河，全长约六千三百公里，流经青海�
 RU = "Это обычное предложение на русском языке, и для него нет модели."
 
 
-def test_score_adds_ppl_and_lang_and_picks_the_model_by_lang() -> None:
+def test_score_adds_ppl_and_picks_the_model_by_lang() -> None:
     table = pa.table({C.ID: ["a", "b", "c", "d", "e"], C.TEXT: [EN, ZH, RU, "Hi.", None]})
+    table = IdentifyLanguage()(table).drop_columns([C.DROP_REASON])
     out = ScorePerplexity()(table)
-    # Without a `language` stage before it, the stage labels languages itself (lid.176).
-    assert out.column(C.LANG).to_pylist()[:3] == ["en", "zh", "ru"]
+    assert out.column(C.LANG).to_pylist()[:3] == ["en", "zh", "ru"]  # the language stage's
     ppl = out.column(C.PPL)
     assert ppl.type == pa.float64()
     values = ppl.to_pylist()
@@ -48,7 +49,7 @@ def test_score_adds_ppl_and_lang_and_picks_the_model_by_lang() -> None:
 
 
 def test_existing_scores_are_kept_unless_rescore() -> None:
-    table = pa.table({C.ID: ["a", "b"], C.TEXT: [EN, EN], C.PPL: [7.0, None]})
+    table = pa.table({C.ID: ["a", "b"], C.TEXT: [EN, EN], C.LANG: ["en", "en"], C.PPL: [7.0, None]})
     kept = ScorePerplexity()(table).column(C.PPL).to_pylist()
     assert kept[0] == 7.0 and kept[1] > 7.0
     rescored = ScorePerplexity(rescore=True)(table).column(C.PPL).to_pylist()
@@ -93,7 +94,7 @@ def test_models_load_once_per_worker_never_per_batch(tmp_path: Path, monkeypatch
     run_pipeline(
         [str(s) for s in shards],
         str(tmp_path / "out"),
-        [ScorePerplexity()],
+        [IdentifyLanguage(), ScorePerplexity()],
         LocalExecutor(),
         ReadOptions(batch_rows=2),
     )
@@ -190,7 +191,11 @@ def test_whole_run_scores_buckets_and_drops_with_prefixed_reasons(tmp_path: Path
         write_jsonl(tmp_path / "a.jsonl", rows[:25]),
         write_jsonl(tmp_path / "b.jsonl", [*rows[25:], {"id": "bad", "text": garbage}]),
     ]
-    stages = [ScorePerplexity(), FilterPerplexity(max_ppl=("en=5000",), drop_fraction=0.04)]
+    stages = [
+        IdentifyLanguage(),
+        ScorePerplexity(),
+        FilterPerplexity(max_ppl=("en=5000",), drop_fraction=0.04),
+    ]
     stats = run_pipeline([str(s) for s in shards], str(tmp_path / "out"), stages, LocalExecutor())
     assert stats["totals"]["invariant_holds"]
     kept = read_rows(tmp_path / "out" / "data")
@@ -222,7 +227,11 @@ def test_one_load_per_ray_worker(tmp_path: Path, ray_executor: Any) -> None:
     stage = _CountingScore()
     stage.log = str(tmp_path / "loads.txt")
     run_pipeline(
-        [str(s) for s in shards], str(tmp_path / "out"), [stage], ray_executor, ReadOptions(batch_rows=2)
+        [str(s) for s in shards],
+        str(tmp_path / "out"),
+        [IdentifyLanguage(), stage],
+        ray_executor,
+        ReadOptions(batch_rows=2),
     )
     pids = (tmp_path / "loads.txt").read_text().split()
     assert len(pids) == len(set(pids)) <= ray_executor.workers < len(shards)
@@ -258,7 +267,10 @@ def test_thresholds_retune_on_a_previous_output_without_rescoring(
     rows = [{"id": f"d{i}", "text": text} for i, text in enumerate(paragraphs)]
     inp = write_jsonl(tmp_path / "in.jsonl", rows)
     run_pipeline(
-        [str(inp)], str(tmp_path / "first"), [ScorePerplexity(), FilterPerplexity()], LocalExecutor()
+        [str(inp)],
+        str(tmp_path / "first"),
+        [IdentifyLanguage(), ScorePerplexity(), FilterPerplexity()],
+        LocalExecutor(),
     )
     first = {row[C.ID]: row[C.PPL] for row in read_rows(tmp_path / "first" / "data")}
     assert len(first) == 40

@@ -172,4 +172,9 @@ def test_batch_pair_flags_equal_the_pair_search() -> None:
     found = removal_pass(pa.array(texts, pa.string()), _classes(), True)[6]
     assert found.tolist() == expected
     table = pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
-    assert CleanText()(table).column("text").to_pylist() == [clean_text(text) for text in texts]
+    out = CleanText()(table)
+    # A row the stage drops keeps its text as it came in (for excluded/ and the report).
+    reasons = out.column("__drop_reason").to_pylist()
+    assert out.column("text").to_pylist() == [
+        clean_text(text) if reason is None else text for text, reason in zip(texts, reasons, strict=True)
+    ]

@@ -25,6 +25,7 @@ from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.diagnose import EXCUSED, DiagnosisRules, Spike, diagnose
+from dataclean.feedback.analysis.kinds import DEFAULT_COLUMNS, URL, URL_HOST, Kind, review_kinds
 from dataclean.feedback.analysis.logs import Log, read_loss_log, read_step_log
 from dataclean.feedback.analysis.outliers import find_outliers, robust_z
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
@@ -37,6 +38,9 @@ from dataclean.quarantine.lists import make_list
 class Settings:
     """Detector settings (see `find_outliers`, `SpikeMonitor`, `DiagnosisRules`).
 
+    `outliers`: the action of persistent outliers' entries: `review` (listed for a person, applied
+    once accepted), `drop` or `downweight` (by `weight`); spike culprits are always `drop`.
+    `group_by`: corpus columns to rank kinds of samples by, beyond the usual ones (`kinds`).
     `spike_ratio` is lower than `SpikeMonitor`'s live default (3x): offline, every spike is
     diagnosed and only a `data` spike convicts samples, so a more sensitive detector costs a line
     in the report, not an innocent sample. It lets a few bad samples that lift their batch's mean
@@ -50,9 +54,10 @@ class Settings:
     spike_k: float = 4.0
     spike_ratio: float = 1.5
     spike_method: Literal["std", "mad"] = "std"
-    action: Literal["drop", "downweight"] = "drop"
+    outliers: Literal["review", "drop", "downweight"] = "review"
     weight: float = 0.1
     rules: DiagnosisRules = field(default_factory=DiagnosisRules)
+    group_by: tuple[str, ...] = ()
 
 
 @dataclass
@@ -68,19 +73,20 @@ class Analysis:
     quarantine: pa.Table
     nonfinite: int = 0
     unknown_ids: list[str] = field(default_factory=list)
+    kinds: list[Kind] = field(default_factory=list)
     corpus_rows: int | None = None
     notes: list[str] = field(default_factory=list)
 
 
 def step_series(losses: pa.Table) -> pa.Table:
     """Per-step loss from a per-sample log: mean of the finite losses (token-weighted if known)."""
-    if losses.num_rows == 0 or losses.column(S.STEP).null_count == losses.num_rows:
+    if losses.num_rows == 0 or losses.column(C.STEP).null_count == losses.num_rows:
         return S.STEP_LOG_SCHEMA.empty_table()
-    table = losses.filter(pc.is_valid(losses.column(S.STEP)))
-    loss = pc.fill_null(table.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
-    tokens = pc.fill_null(table.column(S.TOKENS), 1).to_numpy(zero_copy_only=False).astype(float)
+    table = losses.filter(pc.is_valid(losses.column(C.STEP)))
+    loss = pc.fill_null(table.column(C.LOSS), math.nan).to_numpy(zero_copy_only=False)
+    tokens = pc.fill_null(table.column(C.TOKENS), 1).to_numpy(zero_copy_only=False).astype(float)
     finite = np.isfinite(loss)
-    steps, index = np.unique(table.column(S.STEP).to_numpy(), return_inverse=True)
+    steps, index = np.unique(table.column(C.STEP).to_numpy(), return_inverse=True)
     weight = np.where(finite, tokens, 0.0)
     total = np.bincount(index, weights=np.where(finite, loss, 0.0) * weight, minlength=len(steps))
     mass = np.bincount(index, weights=weight, minlength=len(steps))
@@ -118,8 +124,8 @@ def read_corpus_rows(path: str | Path, ids: list[str]) -> tuple[pa.Table, int]:
 
 
 def _spike_scores(spike: Spike, batch: pa.Table) -> dict[str, float]:
-    losses = pc.fill_null(batch.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
-    ids = [str(i) for i in batch.column(S.SAMPLE_ID).to_pylist()]
+    losses = pc.fill_null(batch.column(C.LOSS), math.nan).to_numpy(zero_copy_only=False)
+    ids = [str(i) for i in batch.column(C.SAMPLE_ID).to_pylist()]
     finite = np.isfinite(losses)
     if not finite.any():
         return {}
@@ -138,7 +144,7 @@ def analyze(
     loss_log = read_loss_log(losses)
     step_log = read_step_log(steps) if steps is not None else None
     table = loss_log.table
-    loss_values = pc.fill_null(table.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
+    loss_values = pc.fill_null(table.column(C.LOSS), math.nan).to_numpy(zero_copy_only=False)
 
     if step_log is not None and step_log.table.num_rows:
         series, derived = step_log.table, False
@@ -151,11 +157,11 @@ def analyze(
         method=settings.spike_method,
     )
     events = detect_spikes(
-        series.column(S.STEP).to_numpy(),
-        pc.fill_null(series.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False),
+        series.column(C.STEP).to_numpy(),
+        pc.fill_null(series.column(C.LOSS), math.nan).to_numpy(zero_copy_only=False),
         monitor,
     )
-    by_step = table.column(S.STEP)
+    by_step = table.column(C.STEP)
     spikes = []
     batches: dict[int, pa.Table] = {}
     for event in events:
@@ -176,33 +182,34 @@ def analyze(
         table, window=settings.window, z_threshold=settings.z_threshold, excused_steps=excused
     )
     entries: dict[str, dict[str, Any]] = {}
-    stats = {row[S.SAMPLE_ID]: row for row in verdicts.to_pylist()}
+    stats = {row[C.SAMPLE_ID]: row for row in verdicts.to_pylist()}
     source = f"feedback:{Path(losses).name}"
     now = datetime.now(timezone.utc).replace(microsecond=0)
     for spike in spikes:
         if spike.diagnosis != "data" or spike.step not in batches:
             continue
         for sample_id, score in _spike_scores(spike, batches[spike.step]).items():
-            entries.setdefault(sample_id, {"reason": f"spike:{spike.step}", "score": score})
+            entries.setdefault(sample_id, {"reason": f"spike:{spike.step}", "score": score, "action": "drop"})
 
     for row in verdicts.filter(verdicts.column("flagged")).to_pylist():
-        entries.setdefault(row[S.SAMPLE_ID], {"reason": row[S.REASON], "score": row[S.SCORE]})
+        found = {"reason": row[C.REASON], "score": row[C.SCORE], "action": settings.outliers}
+        entries.setdefault(row[C.SAMPLE_ID], found)
 
     rows = []
     for sample_id, found in entries.items():
         seen = stats.get(sample_id, {})
         rows.append(
             {
-                S.SAMPLE_ID: sample_id,
-                S.REASON: found["reason"],
-                S.SCORE: found["score"],
-                S.FIRST_STEP: seen.get(S.FIRST_STEP),
-                S.LAST_STEP: seen.get(S.LAST_STEP),
-                S.OCCURRENCES: seen.get("occurrences"),
-                S.ACTION: settings.action,
-                S.WEIGHT: 0.0 if settings.action == "drop" else settings.weight,
-                S.SOURCE: source,
-                S.ADDED_AT: now,
+                C.SAMPLE_ID: sample_id,
+                C.REASON: found["reason"],
+                C.SCORE: found["score"],
+                C.FIRST_STEP: seen.get(C.FIRST_STEP),
+                C.LAST_STEP: seen.get(C.LAST_STEP),
+                C.OCCURRENCES: seen.get("occurrences"),
+                C.ACTION: found["action"],
+                C.WEIGHT: 0.0 if found["action"] == "drop" else settings.weight,
+                C.SOURCE: source,
+                C.ADDED_AT: now,
             }
         )
     analysis = Analysis(
@@ -217,12 +224,28 @@ def analyze(
     )
     if corpus is not None:
         _attach_corpus(analysis, corpus)
+        logged = pc.unique(table.column(C.SAMPLE_ID)).to_pylist()
+        groups = read_corpus_groups(corpus, logged, settings.group_by)
+        analysis.kinds = review_kinds(verdicts, groups, list(settings.group_by))
     return analysis
+
+
+def read_corpus_groups(corpus: str | Path, ids: list[str], extra: tuple[str, ...] = ()) -> pa.Table:
+    """The corpus rows of `ids` with `id`, `text` and every column a kind of sample is grouped by."""
+    dataset = ds.dataset(corpus_files(corpus), format="parquet")
+    names = dataset.schema.names
+    missing = [c for c in extra if c not in names and not (c == URL_HOST and URL in names)]
+    if missing:
+        raise InputError(str(corpus), f"no column {missing[0]!r} to group by (columns: {', '.join(names)})")
+    wanted = [C.ID, C.TEXT, *DEFAULT_COLUMNS, URL, *extra]
+    wanted += [n for n in names if n.startswith("quality_")]
+    columns = [n for n in dict.fromkeys(wanted) if n in names]
+    return dataset.to_table(columns=columns, filter=ds.field(C.ID).isin(ids))
 
 
 def _attach_corpus(analysis: Analysis, corpus: str | Path) -> None:
     """Fill text hashes and texts from the corpus; note log ids the corpus does not have."""
-    logged = pc.unique(analysis.losses.table.column(S.SAMPLE_ID)).to_pylist()
+    logged = pc.unique(analysis.losses.table.column(C.SAMPLE_ID)).to_pylist()
     rows, analysis.corpus_rows = read_corpus_rows(corpus, logged)
     known = set(rows.column(C.ID).to_pylist())
     analysis.unknown_ids = sorted(i for i in logged if i not in known)
@@ -234,8 +257,8 @@ def _attach_corpus(analysis: Analysis, corpus: str | Path) -> None:
     lookup = {r[C.ID]: r for r in rows.to_pylist()}
     entries = analysis.quarantine.to_pylist()
     for entry in entries:
-        row = lookup.get(entry[S.SAMPLE_ID])
+        row = lookup.get(entry[C.SAMPLE_ID])
         if row is not None:
-            entry[S.TEXT_HASH] = row[C.TEXT_HASH]
-            entry[S.TEXT] = row[C.TEXT]
+            entry[C.TEXT_HASH] = row[C.TEXT_HASH]
+            entry[C.TEXT] = row[C.TEXT]
     analysis.quarantine = pa.Table.from_pylist(entries, schema=analysis.quarantine.schema)

@@ -9,14 +9,17 @@ leaves the listed samples out.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
 from dataclean.errors import DatacleanError
+from dataclean.feedback.analysis.accept import accept_command
 from dataclean.feedback.analysis.analyze import Settings, analyze
 from dataclean.feedback.analysis.diagnose import DiagnosisRules
+from dataclean.feedback.analysis.kinds import kinds_records
 from dataclean.feedback.analysis.replay_cli import replay_command
 from dataclean.feedback.analysis.report import markdown, plot, write_spikes
 from dataclean.quarantine.lists import merge_lists, read_list, write_list
@@ -77,8 +80,22 @@ from dataclean.quarantine.lists import merge_lists, read_list, write_list
     help="Times the recent loss level a spike must reach.",
 )
 @click.option("--spike-method", type=click.Choice(["std", "mad"]), default="std", show_default=True)
-@click.option("--action", type=click.Choice(["drop", "downweight"]), default="drop", show_default=True)
+@click.option(
+    "--outliers",
+    type=click.Choice(["review", "drop", "downweight"]),
+    default=None,
+    help="What the list does with persistent outliers: review (default: listed, applied once "
+    "accepted with `dataclean feedback accept`), drop or downweight. Spike culprits are dropped.",
+)
+@click.option("--action", type=click.Choice(["drop", "downweight"]), default=None, hidden=True)
 @click.option("--weight", default=0.1, show_default=True, help="Weight of down-weighted samples.")
+@click.option(
+    "--group-by",
+    "group_by",
+    multiple=True,
+    help="A corpus column to rank kinds of samples by (repeatable; source, lang, url host, "
+    "ppl_bucket, quality_*, dup_cluster are always ranked).",
+)
 @click.pass_context
 def feedback(
     ctx: click.Context,
@@ -92,8 +109,10 @@ def feedback(
     spike_k: float,
     spike_ratio: float,
     spike_method: str,
-    action: str,
+    outliers: str | None,
+    action: str | None,
     weight: float,
+    group_by: tuple[str, ...],
 ) -> None:
     """Find samples that hurt training and write a quarantine list for the next run.
 
@@ -109,9 +128,10 @@ def feedback(
         spike_k=spike_k,
         spike_ratio=spike_ratio,
         spike_method=spike_method,  # type: ignore[arg-type]
-        action=action,  # type: ignore[arg-type]
+        outliers=(outliers or action or "review"),  # type: ignore[arg-type]
         weight=weight,
         rules=DiagnosisRules(),
+        group_by=group_by,
     )
     try:
         analysis = analyze(losses, steps, corpus, settings)
@@ -122,6 +142,8 @@ def feedback(
         out.mkdir(parents=True, exist_ok=True)
         write_list(quarantine, out / "quarantine.parquet")
         write_spikes(analysis.spikes, out / "spikes.json")
+        if corpus:
+            (out / "kinds.json").write_text(json.dumps(kinds_records(analysis.kinds), indent=1, default=str))
         drew = plot(analysis, out / "training.png")
         report = markdown(analysis, quarantine, "training.png" if drew else None)
         (out / "report.md").write_text(report, encoding="utf-8")
@@ -139,11 +161,23 @@ def feedback(
     )
     for note in analysis.notes:
         click.echo(f"note: {note}")
+    review = sum(1 for a in quarantine.column("action").to_pylist() if a == "review")
+    if review:
+        click.echo(
+            f"{review} entries are for review (listed, not applied): see report.md, then "
+            f"`dataclean feedback accept {out / 'quarantine.parquet'} --id/--reason/--group ...`"
+        )
+    for kind in [k for k in analysis.kinds if k.flagged][:5]:
+        click.echo(
+            f"kind: {kind.column}={kind.value}: {kind.samples} samples, {kind.outliers} outliers, "
+            f"effect A {kind.effect:.2f}, q {kind.q_value:.2g}"
+        )
     if not drew:
         click.echo("note: no picture (no steps, or matplotlib is not installed)")
 
 
 feedback.add_command(replay_command)
+feedback.add_command(accept_command)
 
 if __name__ == "__main__":
     feedback()

@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataclean.feedback import schema as S
+from dataclean import columns as C
 from dataclean.feedback.analysis.outliers import MAD_SCALE, robust_z
 from dataclean.feedback.monitor import SpikeEvent
 
@@ -56,7 +56,7 @@ OPTIMIZER_EVENTS = frozenset({"fp16_overflow", "grad_explosion", "lr_overshoot"}
 # blame, not the data.
 EXCUSED = OPTIMIZER_EVENTS | {"single_rank"}
 
-ACTIONS = {
+SPIKE_ADVICE = {
     "fp16_overflow": "Skip or redo the step from the last checkpoint; if the scale keeps falling, "
     "lower the learning rate or train in bf16.",
     "grad_explosion": "Rewind to a checkpoint before the rise, lower the learning rate or tighten "
@@ -217,9 +217,9 @@ def diagnose(
     rules = rules or DiagnosisRules()
     spike = Spike(step=event.step, loss=event.loss, level=event.level, diagnosis="unknown")
     evidence = spike.evidence
-    step_values = steps.column(S.STEP).to_numpy()
+    step_values = steps.column(C.STEP).to_numpy()
     index = int(np.searchsorted(step_values, event.step))
-    known = {c: bool(np.isfinite(_series(steps, c)).any()) for c in (S.LR, S.GRAD_NORM, S.LOSS_SCALE)}
+    known = {c: bool(np.isfinite(_series(steps, c)).any()) for c in (C.LR, C.GRAD_NORM, C.LOSS_SCALE)}
     spike.missing = [column for column, ok in known.items() if not ok]
     if not math.isfinite(event.loss):
         evidence.append(f"the step loss is {event.loss}")
@@ -228,13 +228,13 @@ def diagnose(
 
     def decide(name: str) -> Spike:
         spike.diagnosis = name
-        spike.action = ACTIONS[name]
+        spike.action = SPIKE_ADVICE[name]
         return spike
 
     # The optimizer's signals.
     scale_fell = None
-    if known[S.LOSS_SCALE]:
-        scale = _series(steps, S.LOSS_SCALE)
+    if known[C.LOSS_SCALE]:
+        scale = _series(steps, C.LOSS_SCALE)
         lo = max(index - rules.scale_window, 1)
         hi = min(index + rules.scale_window + 1, len(scale))
         for i in range(lo, hi):
@@ -243,11 +243,11 @@ def diagnose(
                     f"loss scale fell from {_fmt(scale[i - 1])} to {_fmt(scale[i])} at step {step_values[i]}"
                 )
                 break
-    lr = _series(steps, S.LR) if known[S.LR] else None
+    lr = _series(steps, C.LR) if known[C.LR] else None
     warm = warmup_end(lr, rules) if lr is not None else None
     grad = (
-        _grad_signals(_series(steps, S.GRAD_NORM), step_values, index, warm, rules)
-        if known[S.GRAD_NORM]
+        _grad_signals(_series(steps, C.GRAD_NORM), step_values, index, warm, rules)
+        if known[C.GRAD_NORM]
         else None
     )
     lr_at_peak = None
@@ -264,8 +264,8 @@ def diagnose(
     # The batch.
     whole_batch = batch is None or batch.num_rows == 0
     if batch is not None and batch.num_rows:
-        ids = [str(i) for i in batch.column(S.SAMPLE_ID).to_pylist()]
-        losses = pc.fill_null(batch.column(S.LOSS), math.nan).to_numpy(zero_copy_only=False)
+        ids = [str(i) for i in batch.column(C.SAMPLE_ID).to_pylist()]
+        losses = pc.fill_null(batch.column(C.LOSS), math.nan).to_numpy(zero_copy_only=False)
         finite = np.isfinite(losses)
         if (~finite).any():
             evidence.append(f"{int((~finite).sum())} of {len(losses)} samples had a non-finite loss")
@@ -276,10 +276,10 @@ def diagnose(
                 f"rank {worst}: all its samples high (median {_fmt(worst_median)}) against "
                 f"{_fmt(others_median)} on the other {others} ranks"
             )
-            rank_values = pc.fill_null(batch.column(S.RANK), -1).to_numpy()
+            rank_values = pc.fill_null(batch.column(C.RANK), -1).to_numpy()
             spike.sample_ids = [i for i, r in zip(ids, rank_values, strict=True) if r == worst]
             return decide("single_rank")
-        if batch.column(S.RANK).null_count == batch.num_rows:
+        if batch.column(C.RANK).null_count == batch.num_rows:
             spike.missing.append("rank")
         blamed = blame_samples(ids, losses, rules, event.level)
         if not math.isfinite(event.loss) and finite.any() and not finite.all():
@@ -316,7 +316,7 @@ def diagnose(
     if scale_fell:
         evidence.append(scale_fell)
         return decide("fp16_overflow")
-    if known[S.LOSS_SCALE]:
+    if known[C.LOSS_SCALE]:
         evidence.append("loss scale steady")
     if grad is not None:
         evidence.extend(grad.evidence)
@@ -342,7 +342,7 @@ def _single_rank(
 ) -> tuple[int, float, float, int] | None:
     """(rank, its median, the others' median, how many others) when one rank's samples are all
     high while the other ranks' are normal; None otherwise (or without rank information)."""
-    ranks = batch.column(S.RANK)
+    ranks = batch.column(C.RANK)
     if ranks.null_count == len(ranks) or len(pc.unique(ranks.drop_null())) < 2:
         return None
     rank_values = pc.fill_null(ranks, -1).to_numpy()

@@ -19,6 +19,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
 
@@ -171,12 +172,12 @@ def read_loss_log(path: str | Path) -> Log:
     """Read a per-sample loss log. Rows with `tokens == 0` (nothing was scored) are left out."""
     log = _read_log(path, S.LOSS_LOG_SCHEMA, S.LOSS_LOG_REQUIRED, "loss log")
     table = log.table
-    null_ids = table.column(S.SAMPLE_ID).null_count
+    null_ids = table.column(C.SAMPLE_ID).null_count
     if null_ids:
-        table = table.filter(pc.is_valid(table.column(S.SAMPLE_ID)))
+        table = table.filter(pc.is_valid(table.column(C.SAMPLE_ID)))
         log.notes.append(f"{null_ids} rows without a sample_id were left out")
-    if log.has(S.TOKENS):
-        empty = pc.fill_null(pc.equal(table.column(S.TOKENS), 0), False)
+    if log.has(C.TOKENS):
+        empty = pc.fill_null(pc.equal(table.column(C.TOKENS), 0), False)
         dropped = pc.sum(empty).as_py() or 0
         if dropped:
             table = table.filter(pc.invert(empty))
@@ -188,16 +189,16 @@ def read_loss_log(path: str | Path) -> Log:
 def read_step_log(path: str | Path) -> Log:
     """Read a step log; several rows for one step (e.g. one per rank) are averaged."""
     log = _read_log(path, S.STEP_LOG_SCHEMA, S.STEP_LOG_REQUIRED, "step log")
-    table = log.table.filter(pc.is_valid(log.table.column(S.STEP)))
-    if table.num_rows and len(pc.unique(table.column(S.STEP))) < table.num_rows:
-        grouped = table.group_by(S.STEP).aggregate(
-            [(name, "mean") for name in table.column_names if name != S.STEP]
+    table = log.table.filter(pc.is_valid(log.table.column(C.STEP)))
+    if table.num_rows and len(pc.unique(table.column(C.STEP))) < table.num_rows:
+        grouped = table.group_by(C.STEP).aggregate(
+            [(name, "mean") for name in table.column_names if name != C.STEP]
         )
         renamed = {f"{name}_mean": name for name in table.column_names}
         grouped = grouped.rename_columns([renamed.get(n, n) for n in grouped.column_names])
         table = grouped.select(S.STEP_LOG_SCHEMA.names).cast(S.STEP_LOG_SCHEMA)
         log.notes.append("several rows per step were averaged")
-    log.table = table.sort_by(S.STEP)
+    log.table = table.sort_by(C.STEP)
     return log
 
 

@@ -33,23 +33,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataclean.feedback import schema as S
+from dataclean import columns as C
 
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation of a normal distribution
 
 VERDICT_SCHEMA = pa.schema(
     [
-        (S.SAMPLE_ID, pa.string()),
+        (C.SAMPLE_ID, pa.string()),
         ("occurrences", pa.int64()),
         ("nonfinite", pa.int64()),
         ("excused", pa.int64()),
-        (S.SCORE, pa.float64()),
+        (C.SCORE, pa.float64()),
         ("mean_loss", pa.float64()),
         ("level", pa.float64()),
-        (S.FIRST_STEP, pa.int64()),
-        (S.LAST_STEP, pa.int64()),
+        (C.FIRST_STEP, pa.int64()),
+        (C.LAST_STEP, pa.int64()),
         ("flagged", pa.bool_()),
-        (S.REASON, pa.string()),
+        (C.REASON, pa.string()),
     ]
 )
 
@@ -149,9 +149,9 @@ def find_outliers(
     """
     if log.num_rows == 0:
         return VERDICT_SCHEMA.empty_table()
-    losses = log.column(S.LOSS).to_numpy(zero_copy_only=False).astype("float64")
-    losses = np.where(pc.is_null(log.column(S.LOSS)).to_numpy(zero_copy_only=False), np.nan, losses)
-    step_column = log.column(S.STEP)
+    losses = log.column(C.LOSS).to_numpy(zero_copy_only=False).astype("float64")
+    losses = np.where(pc.is_null(log.column(C.LOSS)).to_numpy(zero_copy_only=False), np.nan, losses)
+    step_column = log.column(C.STEP)
     if step_column.null_count == len(step_column):
         steps = np.arange(log.num_rows, dtype=np.int64)  # no steps: row order stands in
     else:
@@ -181,7 +181,7 @@ def find_outliers(
     medians, mads = _window_stats(steps, residual, window, min_rows)
     z = (residual - medians) / np.maximum(mads, min_scale)
 
-    encoded = pc.dictionary_encode(log.column(S.SAMPLE_ID)).combine_chunks()
+    encoded = pc.dictionary_encode(log.column(C.SAMPLE_ID)).combine_chunks()
     codes = encoded.indices.to_numpy().astype(np.int64)
     names = encoded.dictionary
     groups = len(names)

@@ -22,17 +22,9 @@ from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.analyze import read_corpus_rows
 from dataclean.feedback.analysis.logs import _format_of, log_files, read_loss_log
 
-REPLAY_SCHEMA = pa.schema(
-    [
-        (S.SAMPLE_ID, pa.string()),
-        (S.LOSS, pa.float64()),
-        (S.STEP, pa.int64()),
-        (S.EPOCH, pa.int64()),
-        (S.RANK, pa.int64()),
-        (S.TOKENS, pa.int64()),
-        (S.TEXT_HASH, pa.string()),
-        (S.TEXT, pa.string()),
-    ]
+# The loss log's columns, then the sample's text hash and text from the corpus.
+REPLAY_SCHEMA = S.LOSS_LOG_SCHEMA.append(pa.field(C.TEXT_HASH, pa.string())).append(
+    pa.field(C.TEXT, pa.string())
 )
 
 
@@ -45,15 +37,20 @@ class Replay:
     missing_texts: list[str] = field(default_factory=list)
 
 
-def _step_rows(losses: str | Path, step: int) -> pa.Table:
+def step_rows(losses: str | Path, step: int, since: float | None = None) -> pa.Table:
     """The loss log's rows of one step. A folder of Parquet files is filtered while it is read
-    (a long run's log need not fit in memory); other formats are read whole."""
+    (a long run's log need not fit in memory), from the files written at or after `since` (a Unix
+    time: a relaunched run's, `dataclean supervise`) when given; other formats are read whole."""
     files = log_files(losses)
+    if since is not None and files and all(_format_of(f) == "parquet" for f in files):
+        files = [f for f in files if f.stat().st_mtime >= since - 1]
+        if not files:
+            return S.LOSS_LOG_SCHEMA.empty_table()
     if files and all(_format_of(f) == "parquet" for f in files):
         dataset = ds.dataset([str(f) for f in files], format="parquet")
-        if S.STEP not in dataset.schema.names:
+        if C.STEP not in dataset.schema.names:
             raise InputError(str(losses), "the loss log has no 'step' column: steps cannot be replayed")
-        table = dataset.to_table(filter=ds.field(S.STEP) == step)
+        table = dataset.to_table(filter=ds.field(C.STEP) == step)
         columns = [
             table.column(f.name).cast(f.type)
             if f.name in table.column_names
@@ -62,24 +59,24 @@ def _step_rows(losses: str | Path, step: int) -> pa.Table:
         ]
         return pa.Table.from_arrays(columns, schema=S.LOSS_LOG_SCHEMA)
     log = read_loss_log(losses)
-    if not log.has(S.STEP):
+    if not log.has(C.STEP):
         raise InputError(str(losses), "the loss log has no 'step' column: steps cannot be replayed")
-    return log.table.filter(pc.fill_null(pc.equal(log.table.column(S.STEP), step), False))
+    return log.table.filter(pc.fill_null(pc.equal(log.table.column(C.STEP), step), False))
 
 
 def replay(
     losses: str | Path, step: int, corpus: str | Path | None = None, rank: int | None = None
 ) -> Replay:
     """The samples of `step` (of one `rank`, or all) with their losses, and texts from `corpus`."""
-    rows = _step_rows(losses, step)
+    rows = step_rows(losses, step)
     if rank is not None:
-        rows = rows.filter(pc.fill_null(pc.equal(rows.column(S.RANK), rank), False))
-    loss = pc.fill_null(rows.column(S.LOSS), math.nan)
+        rows = rows.filter(pc.fill_null(pc.equal(rows.column(C.RANK), rank), False))
+    loss = pc.fill_null(rows.column(C.LOSS), math.nan)
     order = pc.sort_indices(
         pa.table({"key": pc.if_else(pc.is_nan(loss), math.inf, loss)}), [("key", "descending")]
     )
     rows = rows.take(order)
-    ids = [str(i) for i in rows.column(S.SAMPLE_ID).to_pylist()]
+    ids = [str(i) for i in rows.column(C.SAMPLE_ID).to_pylist()]
     hashes: list[str | None] = [None] * len(ids)
     texts: list[str | None] = [None] * len(ids)
     missing: list[str] = []
@@ -92,6 +89,6 @@ def replay(
                 missing.append(sample_id)
             else:
                 hashes[index], texts[index] = row[C.TEXT_HASH], row[C.TEXT]
-    table = rows.append_column(S.TEXT_HASH, pa.array(hashes, pa.string()))
-    table = table.append_column(S.TEXT, pa.array(texts, pa.string()))
+    table = rows.append_column(C.TEXT_HASH, pa.array(hashes, pa.string()))
+    table = table.append_column(C.TEXT, pa.array(texts, pa.string()))
     return Replay(step=step, rows=table.cast(REPLAY_SCHEMA), missing_texts=list(dict.fromkeys(missing)))

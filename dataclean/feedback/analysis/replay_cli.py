@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 import pyarrow.parquet as pq
 
+from dataclean import columns as C
 from dataclean.errors import DatacleanError
-from dataclean.feedback import schema as S
 from dataclean.feedback.analysis.replay import replay
 
 
@@ -56,12 +56,12 @@ def replay_command(
         sys.exit(2)
     click.echo(f"step {step}: {len(rows)} samples, highest loss first")
     for row in rows:
-        loss = row[S.LOSS]
+        loss = row[C.LOSS]
         shown = "nan" if loss is None or math.isnan(loss) else f"{loss:.4g}"
-        rank_part = "" if row[S.RANK] is None else f"r{row[S.RANK]} "
-        tokens = "" if row[S.TOKENS] is None else f" {row[S.TOKENS]} tok"
-        text = _excerpt(row[S.TEXT], width) if corpus else ""
-        click.echo(f"  {rank_part}{row[S.SAMPLE_ID]}  loss {shown}{tokens}  {text}".rstrip())
+        rank_part = "" if row[C.RANK] is None else f"r{row[C.RANK]} "
+        tokens = "" if row[C.TOKENS] is None else f" {row[C.TOKENS]} tok"
+        text = _excerpt(row[C.TEXT], width) if corpus else ""
+        click.echo(f"  {rank_part}{row[C.SAMPLE_ID]}  loss {shown}{tokens}  {text}".rstrip())
     if found.missing_texts:
         click.echo(f"note: {len(found.missing_texts)} of these ids are not in the corpus")
     if output:

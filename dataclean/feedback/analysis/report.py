@@ -17,9 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataclean.feedback import schema as S
+from dataclean import columns as C
 from dataclean.feedback.analysis.analyze import Analysis
 from dataclean.feedback.analysis.diagnose import EXCUSED, Spike
+from dataclean.feedback.analysis.kinds import kinds_markdown
 
 COLOURS = {
     "grad_explosion": "tab:red",
@@ -86,7 +87,7 @@ def markdown(analysis: Analysis, quarantine: pa.Table, picture: str | None) -> s
     """The report as markdown. `quarantine` is the written (possibly merged) list."""
     losses = analysis.losses.table
     lines = ["# Training feedback", ""]
-    samples = len(pc.unique(losses.column(S.SAMPLE_ID))) if losses.num_rows else 0
+    samples = len(pc.unique(losses.column(C.SAMPLE_ID))) if losses.num_rows else 0
     lines += [
         f"- loss log: {losses.num_rows} rows, {samples} samples, {len(analysis.losses.files)} files",
         f"- non-finite losses: {analysis.nonfinite}",
@@ -128,6 +129,7 @@ def markdown(analysis: Analysis, quarantine: pa.Table, picture: str | None) -> s
             lines.append(f"- samples blamed: {shown}" + (f" and {more} more" if more > 0 else ""))
         lines += [f"- action: {spike.action}", ""]
 
+    lines += ["", *kinds_markdown(analysis.kinds)] if analysis.corpus_rows is not None else []
     lines += ["", "## Quarantined samples", ""]
     if quarantine.num_rows == 0:
         lines.append("None.")
@@ -136,12 +138,12 @@ def markdown(analysis: Analysis, quarantine: pa.Table, picture: str | None) -> s
             "| sample_id | reason | score | steps | seen | action | excerpt |",
             "|---|---|---|---|---|---|---|",
         ]
-        rows = sorted(quarantine.to_pylist(), key=lambda r: -(r[S.SCORE] or 0.0))
+        rows = sorted(quarantine.to_pylist(), key=lambda r: -(r[C.SCORE] or 0.0))
         for row in rows:
-            steps = f"{_fmt(row[S.FIRST_STEP])}-{_fmt(row[S.LAST_STEP])}"
+            steps = f"{_fmt(row[C.FIRST_STEP])}-{_fmt(row[C.LAST_STEP])}"
             lines.append(
-                f"| {row[S.SAMPLE_ID]} | {row[S.REASON]} | {_fmt(row[S.SCORE])} | {steps} | "
-                f"{_fmt(row[S.OCCURRENCES])} | {row[S.ACTION]} | {_excerpt(row[S.TEXT])} |"
+                f"| {row[C.SAMPLE_ID]} | {row[C.REASON]} | {_fmt(row[C.SCORE])} | {steps} | "
+                f"{_fmt(row[C.OCCURRENCES])} | {row[C.ACTION]} | {_excerpt(row[C.TEXT])} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -159,9 +161,9 @@ def plot(analysis: Analysis, path: Path) -> bool:
     steps = analysis.steps
     if steps.num_rows == 0:
         return False
-    x = steps.column(S.STEP).to_numpy()
-    panels = [S.LOSS] + [
-        name for name in (S.LR, S.GRAD_NORM, S.LOSS_SCALE) if steps.column(name).null_count < steps.num_rows
+    x = steps.column(C.STEP).to_numpy()
+    panels = [C.LOSS] + [
+        name for name in (C.LR, C.GRAD_NORM, C.LOSS_SCALE) if steps.column(name).null_count < steps.num_rows
     ]
     figure, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(11, 2.2 * len(panels) + 0.6))
     axes = np.atleast_1d(axes)
@@ -169,7 +171,7 @@ def plot(analysis: Analysis, path: Path) -> bool:
         values = pc.fill_null(steps.column(name), math.nan).to_numpy(zero_copy_only=False)
         axis.plot(x, values, linewidth=0.8, color="tab:blue")
         axis.set_ylabel(name)
-        if name == S.LOSS_SCALE:
+        if name == C.LOSS_SCALE:
             axis.set_yscale("log", base=2)
         for spike in analysis.spikes:
             axis.axvline(spike.step, color=COLOURS[spike.diagnosis], alpha=0.6, linewidth=1)

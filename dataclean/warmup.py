@@ -1,26 +1,26 @@
-"""Numba's compiled kernels across a run's processes: one cache they all share, each kernel
-compiled once.
+"""Each compiled kernel once per run, before the first shard: the run layer's side of the
+stages' `compile_kernels` and `rehearse` (the stages only say what to compile, never when).
 
 A first run compiles every kernel the pipeline uses (about 10 s of CPU in all; `dataclean.jit`
 says how the kernels are written to compile little); later runs load them from numba's on-disk
-cache in milliseconds. Three things keep that first run short:
+cache in milliseconds, one cache for the driver and every worker (`dataclean.kernel_cache`).
+Two things keep that first run short:
 
-- `use_shared_cache`: one cache directory for the driver and every Ray worker, a per-user folder
-  (`$XDG_CACHE_HOME/dataclean/numba`, by default `~/.cache/dataclean/numba`) unless
-  `NUMBA_CACHE_DIR` is already set. It is set in `dataclean/__init__.py`, before any kernel
-  module is imported, so every process that imports dataclean uses it; an embedded Ray's
-  workers also inherit it from the driver's environment. (Numba's default, a `__pycache__`
-  beside each source file, is not writable in a read-only install, and numba then falls back
-  to a folder of its own: a kernel could be compiled again per install location.)
 - `compile_kernels`: before the first shard, the workers compile the kernels of each stage that
-  has some (`Stage.compile_kernels`), one stage per worker, the longest first
-  (`Stage.compile_seconds`), into that cache; the driver compiles the stages left over. Without
-  it every worker process compiles every kernel itself when its first batch needs it: on two
-  workers the same work twice, side by side. With it each kernel is compiled once, the stages'
-  kernels in parallel, and every other process loads them. When the cache is warm this costs
-  one small task per stage (loading what the workers load anyway).
-- `compile_in_background`: `dataclean run` starts compiling dedup's kernels in the driver while
-  Ray starts (about 3 s when the driver only waits).
+  has some (`Stage.compile_kernels`, or a rehearsal for a stage with `rehearse = True`), one
+  stage per worker, the longest first (`Stage.compile_seconds`), into that cache; the driver
+  compiles the stages left over. Without it every worker process compiles every kernel itself
+  when its first batch needs it: on two workers the same work twice, side by side. With it each
+  kernel is compiled once, the stages' kernels in parallel, and every other process loads them.
+  When the cache is warm this costs one small task per stage (loading what the workers load
+  anyway).
+- `compile_in_background`: a run (`dataclean.session.Session`) starts compiling the first
+  barrier's kernels (dedup's) in the driver while Ray starts (about 3 s when the driver only
+  waits).
+
+A stage with `rehearse = True` (dedup) is compiled by a rehearsal (`rehearse`): its observe, fit
+on a local executor and apply over a tiny mixed-language corpus, so its kernels compile with the
+types of a real run, including those only `fit` reaches.
 
 The cache is shared on one machine only: on a cluster (`--address`), each node compiles, for its
 first batch, the kernels no process on it has compiled.
@@ -29,58 +29,40 @@ first batch, the kernels no process on it has compiled.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
-
-CACHE_ENV = "NUMBA_CACHE_DIR"
-
-
-def shared_cache_dir() -> Path:
-    """The per-user folder compiled kernels are cached in (see the module docstring)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "dataclean" / "numba"
-
-
-def use_shared_cache() -> str:
-    """Point numba at the shared cache, unless the user chose one (`NUMBA_CACHE_DIR`); returns the
-    folder in use. Works whether or not numba is already imported, as long as dataclean's kernel
-    modules are not (their cache locations are fixed when they are imported)."""
-    folder = os.environ.get(CACHE_ENV) or str(shared_cache_dir())
-    os.environ[CACHE_ENV] = folder
-    numba = sys.modules.get("numba")
-    if numba is not None:  # numba reads the variable once, at its import
-        numba.config.CACHE_DIR = folder
-    return folder
-
 
 # Stages whose kernels this process is compiling in the background (`compile_in_background`).
 _BACKGROUND: dict[int, Future[None]] = {}
 
 
-def _compile(stage: Any) -> None:
-    stage.compile_kernels()
+def compile_stage(stage: Any) -> None:
+    """Compile one stage's kernels in this process: by a rehearsal (`rehearse`) for a stage that
+    asks for one, else by its own `compile_kernels`."""
+    if stage.rehearse:
+        rehearse(stage.rehearsal_copy())
+    else:
+        stage.compile_kernels()
 
 
 def _with_kernels(stages: Sequence[Any]) -> list[Any]:
     from dataclean.stage import Stage
 
-    return [s for s in stages if type(s).compile_kernels is not Stage.compile_kernels]
+    return [s for s in stages if s.rehearse or type(s).compile_kernels is not Stage.compile_kernels]
 
 
 def compile_in_background(stages: Sequence[Any]) -> None:
     """Start compiling, in a thread of this process, the kernels of the first barrier stage that
-    has some (dedup): its `fit` runs on the driver, which needs them anyway, and `dataclean run`
-    calls this while Ray starts, when the driver has nothing else to do. `compile_kernels` leaves
-    that stage to this thread and waits for it before the first shard."""
+    has some (dedup): its `fit` runs on the driver, which needs them anyway, and a run
+    (`dataclean.session`) calls this while Ray starts, when the driver has nothing else to do.
+    `compile_kernels` leaves that stage to this thread and waits for it before the first shard."""
     from dataclean.stage import GlobalStage
 
     barrier = next((s for s in _with_kernels(stages) if isinstance(s, GlobalStage)), None)
     if barrier is not None and id(barrier) not in _BACKGROUND:
         pool = ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels")
-        _BACKGROUND[id(barrier)] = pool.submit(_compile, barrier)
+        _BACKGROUND[id(barrier)] = pool.submit(compile_stage, barrier)
         pool.shutdown(wait=False)
 
 
@@ -99,12 +81,12 @@ def compile_kernels(stages: Sequence[Any], executor: Any) -> None:
         elsewhere = []  # compiled as the run goes (docstring)
     on_workers, left_over = elsewhere[: executor.workers], elsewhere[executor.workers :]
     with ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels") as pool:
-        remote = pool.submit(executor.map, _compile, on_workers) if on_workers else None
+        remote = pool.submit(executor.map, compile_stage, on_workers) if on_workers else None
         try:
             for compiling in here:
                 compiling.result()
             for stage in left_over:
-                _compile(stage)
+                compile_stage(stage)
         finally:
             if remote is not None:
                 remote.result()
@@ -142,7 +124,7 @@ def rehearsal_batch() -> Any:
 def rehearse(stage: Any) -> None:
     """Run a global stage's observe, fit (on a local executor) and apply over `rehearsal_batch`
     in a temporary folder: its kernels compile with the types of a real run. `stage` must be a
-    fresh copy: `fit` leaves its state on it."""
+    fresh copy (`Stage.rehearsal_copy`): `fit` leaves its state on it."""
     import tempfile
 
     import pyarrow.parquet as pq

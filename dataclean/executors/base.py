@@ -1,0 +1,40 @@
+"""What an executor is: `map` a picklable function over work items in parallel, then `close`.
+
+The stage contract's `FitContext` hands one to a barrier's `fit`; the run layer
+(`dataclean.session`) starts one, runs a pipeline on it and closes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class MapFunction(Protocol):
+    """What an executor maps: a picklable callable, shipped once to each worker."""
+
+    def __call__(self, item: Any) -> Any: ...
+
+
+class Executor(Protocol):
+    """Runs a function over work items in parallel and returns the results in item order.
+
+    `light=True` says the function holds no model and is cheap to ship (the steps of a barrier's
+    `fit`): an executor may then run it as plain tasks instead of a pool of long-lived workers.
+    """
+
+    workers: int
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        on_result: Callable[[int, R], None] | None = None,
+        light: bool = False,
+    ) -> list[R]: ...
+
+    def close(self) -> None:
+        """Release what the executor started (an embedded Ray); a no-op for the others."""

@@ -1,0 +1,37 @@
+"""One numba cache for every process of a run: compiled kernels are compiled once and loaded by
+the driver and every worker (`dataclean.warmup` decides when each is compiled).
+
+`use_shared_cache` points numba at a per-user folder (`$XDG_CACHE_HOME/dataclean/numba`, by
+default `~/.cache/dataclean/numba`) unless `NUMBA_CACHE_DIR` is already set. It is called in
+`dataclean/__init__.py`, before any kernel module is imported, so every process that imports
+dataclean uses it; an embedded Ray's workers also inherit it from the driver's environment.
+(Numba's default, a `__pycache__` beside each source file, is not writable in a read-only install,
+and numba then falls back to a folder of its own: a kernel could be compiled again per install
+location.)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+CACHE_ENV = "NUMBA_CACHE_DIR"
+
+
+def shared_cache_dir() -> Path:
+    """The per-user folder compiled kernels are cached in (see the module docstring)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "dataclean" / "numba"
+
+
+def use_shared_cache() -> str:
+    """Point numba at the shared cache, unless the user chose one (`NUMBA_CACHE_DIR`); returns the
+    folder in use. Works whether or not numba is already imported, as long as dataclean's kernel
+    modules are not (their cache locations are fixed when they are imported)."""
+    folder = os.environ.get(CACHE_ENV) or str(shared_cache_dir())
+    os.environ[CACHE_ENV] = folder
+    numba = sys.modules.get("numba")
+    if numba is not None:  # numba reads the variable once, at its import
+        numba.config.CACHE_DIR = folder
+    return folder

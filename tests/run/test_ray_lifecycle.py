@@ -1,0 +1,142 @@
+"""An embedded Ray on a shared machine: a driver killed with -9 takes its Ray with it, runs go on
+beside other Rays, and a Ray that fails is one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dataclean.errors import ExecutorError
+from tests.conftest import ROOT, read_rows, write_jsonl
+
+psutil = pytest.importorskip("psutil")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _run_command(source: Path, out: Path) -> list[str]:
+    """`dataclean run` on the default executor (an embedded Ray), the clean stage only."""
+    return [sys.executable, "-m", "dataclean", "run", str(source), "-o", str(out), "--only", "clean"]
+
+
+def _alive(processes: list[Any]) -> list[Any]:
+    alive = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def _gone_within(processes: list[Any], seconds: float) -> list[Any]:
+    deadline = time.monotonic() + seconds
+    while _alive(processes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _alive(processes)
+
+
+def test_watchdog_kills_a_dead_drivers_children_and_spares_a_closed_one(tmp_path: Path) -> None:
+    """Without Ray: a driver that starts two `sleep` children and the watchdog, then is killed
+    with -9 (its children are gone within 10 s); one that says `done` first leaves them be."""
+    script = textwrap.dedent(
+        """
+        import os, subprocess, sys, time
+        from dataclean.executors import ray_watchdog
+        children = [subprocess.Popen(["sleep", "120"]) for _ in range(2)]
+        watchdog = ray_watchdog.start(os.getpid())
+        time.sleep(1.5)  # the watchdog notes the children
+        if sys.argv[1] == "close":
+            ray_watchdog.stop(watchdog)
+        print(" ".join(str(child.pid) for child in children), flush=True)
+        time.sleep(120)
+        """
+    )
+    for mode in ("kill", "close"):
+        driver = subprocess.Popen(
+            [sys.executable, "-c", script, mode], env=_env(), stdout=subprocess.PIPE, text=True
+        )
+        assert driver.stdout is not None
+        children = [psutil.Process(int(pid)) for pid in driver.stdout.readline().split()]
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        left = _gone_within(children, 10)
+        if mode == "kill":
+            assert left == []
+        else:
+            assert len(left) == 2
+            for child in left:
+                child.kill()
+
+
+def test_a_driver_killed_with_9_takes_its_embedded_ray_with_it(tmp_path: Path) -> None:
+    """`dataclean run` on the default executor, killed with -9 once its Ray is up: no process of
+    that run is left 10 s later (Ray's agents and idle workers outlived it by a minute before)."""
+    source = write_jsonl(
+        tmp_path / "in.jsonl", [{"text": f"Document {i} with some words."} for i in range(50)]
+    )
+    driver = subprocess.Popen(
+        _run_command(source, tmp_path / "out"),
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 180
+    processes: list[Any] = []
+    while time.monotonic() < deadline and driver.poll() is None:
+        processes = psutil.Process(driver.pid).children(recursive=True)
+        if any("ray_watchdog" in " ".join(p.cmdline()) for p in _alive(processes)):
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("the run's Ray and watchdog did not come up")
+    time.sleep(1)  # the watchdog notes Ray's processes
+    processes = psutil.Process(driver.pid).children(recursive=True)
+    assert any(p.name() == "raylet" for p in processes)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert [p.name() for p in _gone_within(processes, 10)] == []
+
+
+def test_a_run_completes_while_another_ray_runs_beside_it(tmp_path: Path, ray_executor: Any) -> None:
+    """A second embedded Ray (the tests' own) works while `dataclean run` starts and runs its own."""
+    rows = [{"id": f"d{i}", "text": f"Document number {i}, in plain words."} for i in range(200)]
+    source = write_jsonl(tmp_path / "in.jsonl", rows)
+    run = subprocess.Popen(
+        _run_command(source, tmp_path / "out"),
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    while run.poll() is None:
+        assert ray_executor.map(abs, [-1, -2, -3]) == [1, 2, 3]
+        time.sleep(0.5)
+    output = run.stdout.read() if run.stdout else ""
+    assert run.returncode == 0, output
+    assert len(read_rows(tmp_path / "out" / "data")) == 200
+
+
+def _die(_item: int) -> int:
+    os._exit(1)  # the worker process dies, as an out-of-memory kill would
+
+
+def test_a_worker_that_keeps_dying_is_one_line(ray_executor: Any) -> None:
+    """Ray's own failure (a task whose worker dies past its retries) is an ExecutorError saying
+    what failed and what to try, not Ray's traceback."""
+    with pytest.raises(
+        ExecutorError, match=r"^Ray failed during the run \(\w+Error: .*--executor local"
+    ) as raised:
+        ray_executor.map(_die, [1])
+    assert "\n" not in str(raised.value) and ExecutorError.exit_code == 4
