@@ -10,7 +10,7 @@ packing from the lengths, so its memory grows with the number of samples, never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 
 from dataclean import columns as C
 from dataclean.errors import InputError
-from dataclean.feedback import schema as S
 from dataclean.ids import text_hashes
 from dataclean.io.files import atomic_output, open_input
 from dataclean.pack.tokenizer import PackTokenizer
-from dataclean.quarantine.lists import read_list
+from dataclean.quarantine.lists import applied, read_list
+from dataclean.quarantine.match import DROP, QuarantineIndex
 
 BATCH_ROWS = 4096
 TOKENS = "tokens"
@@ -32,28 +32,16 @@ TOKEN_SCHEMA = pa.schema([(C.ID, pa.string()), (C.WEIGHT, pa.float64()), (TOKENS
 
 @dataclass
 class Listed:
-    """A quarantine list as `pack` applies it: ids and text hashes dropped, weights lowered."""
+    """A quarantine list as `pack` applies it: the one matching rule of the pipeline's quarantine
+    stage and the sampler (`dataclean.quarantine.match`: by id, text hash, or near-duplicate
+    text), `drop` entries left out, `downweight` entries' weights lowered, `review` entries not
+    applied until accepted."""
 
-    drop_ids: set[str] = field(default_factory=set)
-    drop_hashes: set[str] = field(default_factory=set)
-    weight_of_id: dict[str, float] = field(default_factory=dict)
-    weight_of_hash: dict[str, float] = field(default_factory=dict)
+    index: QuarantineIndex
 
     @classmethod
     def read(cls, path: str) -> Listed:
-        listed = cls()
-        for row in read_list(path).select([S.SAMPLE_ID, S.TEXT_HASH, S.ACTION, S.WEIGHT]).to_pylist():
-            key, hashed = row[S.SAMPLE_ID], row[S.TEXT_HASH]
-            if row[S.ACTION] == "drop":
-                listed.drop_ids.add(key)
-                if hashed:
-                    listed.drop_hashes.add(hashed)
-            elif row[S.ACTION] == "downweight":
-                weight = float(row[S.WEIGHT] if row[S.WEIGHT] is not None else 0.0)
-                listed.weight_of_id[key] = min(weight, listed.weight_of_id.get(key, 1.0))
-                if hashed:
-                    listed.weight_of_hash[hashed] = min(weight, listed.weight_of_hash.get(hashed, 1.0))
-        return listed
+        return cls(QuarantineIndex.from_list(applied(read_list(path))))
 
     def apply(self, table: pa.Table) -> tuple[pa.Table, int]:
         """The rows the list keeps (weights lowered) and how many it dropped."""
@@ -62,14 +50,12 @@ class Listed:
             hashes = table.column(C.TEXT_HASH).to_pylist()
         else:
             hashes = text_hashes(table.column(C.TEXT)).to_pylist()
-        keep = np.array(
-            [i not in self.drop_ids and h not in self.drop_hashes for i, h in zip(ids, hashes, strict=True)],
-            dtype=bool,
-        )
+        matches = self.index.match(ids, hashes, table.column(C.TEXT).to_pylist())
+        keep = np.array([m is None or m.action != DROP for m in matches], dtype=bool)
         weights = table.column(C.WEIGHT).to_numpy(zero_copy_only=False).copy()
-        for row, (key, hashed) in enumerate(zip(ids, hashes, strict=True)):
-            lowered = min(self.weight_of_id.get(key, 1.0), self.weight_of_hash.get(hashed, 1.0))
-            weights[row] = min(weights[row], lowered)
+        for row, found in enumerate(matches):
+            if found is not None and found.action != DROP:
+                weights[row] = min(weights[row], found.weight)
         table = table.set_column(table.schema.get_field_index(C.WEIGHT), C.WEIGHT, pa.array(weights))
         return table.filter(pa.array(keep)), int(len(keep) - keep.sum())
 
