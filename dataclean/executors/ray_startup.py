@@ -3,7 +3,7 @@ only; a quiet start.
 
 These use Ray's private API (checked with Ray 2.60); if it is not there (another Ray version), or
 anything about it fails, Ray starts and stops exactly as it would without them, only slower (or,
-for `loopback_only`, listening where Ray chooses: see README, "Security").
+for `loopback_only`, listening where Ray chooses: see docs/security.md).
 
 - `quick_node_wait`: while `ray.init` starts a local cluster, it asks the GCS for the new node once
   a second until the raylet has registered (`ray._private.services.get_node`). The raylet
@@ -65,7 +65,7 @@ def loopback_only() -> Iterator[None]:
         from ray._private import ray_constants
 
         original = ray_constants.ENABLE_RAY_CLUSTER
-    except Exception as error:  # another Ray: it listens where it does (README, "Security")
+    except Exception as error:  # another Ray: it listens where it does (docs/security.md)
         log.debug("Ray's node address left as it is: %s", error)
         yield
         return
