@@ -21,6 +21,7 @@ from dataclean.executors.local import LocalExecutor
 from dataclean.report import write_report
 from dataclean.run import run_pipeline
 from dataclean.stages.clean import CleanText
+from dataclean.stages.language import IdentifyLanguage
 from tests.conftest import SAMPLE
 from tests.report.report_synthetic import make_synthetic_output
 
@@ -96,7 +97,8 @@ def _check_charts(page: Path, profile: Path) -> int:
 
 def test_sample_report_renders_every_chart(tmp_path: Path) -> None:
     out = tmp_path / "sample"
-    run_pipeline([str(SAMPLE)], str(out), [CleanText()], LocalExecutor())
+    # The languages chart needs `lang`, which only the language stage provides.
+    run_pipeline([str(SAMPLE)], str(out), [CleanText(), IdentifyLanguage()], LocalExecutor())
     assert _check_charts(out / "report.html", tmp_path / "profile") == 4  # rows, bytes, reasons, languages
 
 
