@@ -109,14 +109,19 @@ def prepare_texts(texts: pa.Array | pa.ChunkedArray, normalize: str) -> pa.Array
 
 
 def label_probability(
-    model: FastTextModel, texts: pa.Array | pa.ChunkedArray, label: str | None, normalize: str = "none"
+    model: FastTextModel,
+    texts: pa.Array | pa.ChunkedArray,
+    label: str | None,
+    normalize: str = "none",
+    exact: bool = True,
 ) -> np.ndarray:
     """float64 per text: the probability fastText's `predict` gives `label` (None: the model's
-    first label) for the text as one line, as it reports it (float32)."""
+    first label) for the text as one line, as it reports it (float32); `exact=False`: to
+    fastText's float32 rounding, faster (`dataclean.lang.fasttext_projected`)."""
     wanted = label if label is not None else model.labels[0]
     if wanted not in model.labels:
         known = ", ".join(model.labels)
         raise ConfigError(f"classify.label: {wanted!r} is not a label of the model ({known})")
     data, offsets = utf8_buffers(prepare_texts(texts, normalize))
-    prediction = predict(model, data, offsets, WHOLE_TEXT, (wanted,))
+    prediction = predict(model, data, offsets, WHOLE_TEXT, (wanted,), exact)
     return prediction.wanted_prob[:, 0].astype(np.float64)

@@ -52,6 +52,7 @@ from numba.extending import intrinsic
 
 from dataclean.jit import helper
 from dataclean.lang.fasttext_loss import label_probabilities
+from dataclean.lang.fasttext_projected import projected_model
 from dataclean.lang.model_file import FastTextModel, fnv_hash, read_model
 from dataclean.text.utf8 import utf8_buffers
 
@@ -183,6 +184,8 @@ def _sample_end_kernel(data: np.ndarray, offsets: np.ndarray, max_chars: int, en
     n = len(offsets) - 1
     for t in range(n):
         end, stop, chars = offsets[t], offsets[t + 1], 0
+        if stop - end <= max_chars:
+            end = stop  # no more characters than bytes: the whole text (a classifier's case)
         while end < stop:
             if (data[end] & 0xC0) != 0x80:
                 if chars == max_chars:
@@ -408,11 +411,12 @@ class Prediction:
 
 
 def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.ndarray:
-    """fastText's hidden vector of each text's first `max_chars` characters, float32 [texts, dim];
-    the texts are a UTF-8 buffer and offsets (`utf8_buffers`)."""
+    """fastText's hidden vector of each text's first `max_chars` characters, [texts, dim] in the
+    rows' type (float32; float64 for a projected model, `fasttext_projected`); the texts are a
+    UTF-8 buffer and offsets (`utf8_buffers`)."""
     ends = _sample_ends(data, offsets, max_chars)
     longest = int((ends - offsets[:-1]).max(initial=0))
-    hiddens = np.zeros((len(offsets) - 1, model.rows.shape[1]), np.float32)
+    hiddens = np.zeros((len(offsets) - 1, model.rows.shape[1]), model.rows.dtype)
     _hidden_kernel(
         data,
         offsets,
@@ -450,11 +454,20 @@ def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, 
 
 
 def predict(
-    model: FastTextModel, data: np.ndarray, offsets: np.ndarray, max_chars: int, wanted: tuple[str, ...] = ()
+    model: FastTextModel,
+    data: np.ndarray,
+    offsets: np.ndarray,
+    max_chars: int,
+    wanted: tuple[str, ...] = (),
+    exact: bool = True,
 ) -> Prediction:
     """The top label of each text's first `max_chars` characters, and `wanted` labels' probabilities
-    (0 for a label the model does not have); texts as in `hidden_vectors`."""
-    hiddens = hidden_vectors(model, data, offsets, max_chars)
+    (0 for a label the model does not have); texts as in `hidden_vectors`. `exact=False`: through
+    the projected rows where they pay (`fasttext_projected`: fastText's numbers to its float32
+    rounding, not bit for bit)."""
+    if not exact:
+        model = projected_model(model)
+    hiddens = hidden_vectors(model, data, offsets, max_chars).astype(np.float32, copy=False)
     index = {label: i for i, label in enumerate(model.labels)}
     columns = np.array([index.get(label, -1) for label in wanted], np.int64)
     top, top_prob, wanted_prob = label_probabilities(hiddens, model, np.maximum(columns, 0))

@@ -65,7 +65,10 @@ class ScoreQuality(GlobalStage):
     `none` (newlines as spaces only), `lowercase` or `ccnet`, as the model was trained.
     `keep_top`: share of each language's rows to keep (0: all). `threshold`: `VALUE` or
     `NAME=VALUE`. `buckets`: add `quality_bucket`. `with_perplexity`: the perplexity's rank
-    (`ppl`, low ranks high) joins the maximum. `annotate`: drop nothing.
+    (`ppl`, low ranks high) joins the maximum. `annotate`: drop nothing. `exact`: fastText's
+    probabilities bit for bit; off (the default), a model with few labels is scored through its
+    projected rows (`dataclean.lang.fasttext_projected`): within fastText's own float32 rounding,
+    and 2.5x as fast for a DCLM-shaped model.
     """
 
     name: ClassVar[str] = "classify"
@@ -80,6 +83,7 @@ class ScoreQuality(GlobalStage):
     buckets: bool = True
     with_perplexity: bool = False
     annotate: bool = False
+    exact: bool = False
     # Fitted: per rank source and language the GRID-1 quantiles; the least score (one source) or
     # combined rank (several) kept by `keep_top`, per language.
     cuts: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, init=False)
@@ -137,7 +141,8 @@ class ScoreQuality(GlobalStage):
         """fastText's kernels, with the first local model (a fetched one waits for setup)."""
         for spec in self._specs:
             if "://" not in spec.path:
-                label_probability(load_classifier(spec.path), pa.array(["compiled once", ""]), None)
+                model, texts = load_classifier(spec.path), pa.array(["compiled once", ""])
+                label_probability(model, texts, None, self.normalize, self.exact)
                 return
 
     def _sources(self) -> list[str]:
@@ -159,7 +164,8 @@ class ScoreQuality(GlobalStage):
                     texts = table.column(C.TEXT)
                     texts = texts.take(rows) if len(rows) < table.num_rows else texts
                     label = labels.get(name, labels.get(None))
-                    values[rows] = label_probability(load_classifier(spec.path), texts, label, self.normalize)
+                    model = load_classifier(spec.path)
+                    values[rows] = label_probability(model, texts, label, self.normalize, self.exact)
             scores[C.QUALITY_PREFIX + name] = values
         if self.with_perplexity:
             if C.PPL not in table.column_names:

@@ -17,6 +17,7 @@ import pytest
 from dataclean.classify.models import WHOLE_TEXT, label_probability
 from dataclean.classify.train import MIN_THREADS
 from dataclean.lang.fasttext import predict, read_model, utf8_buffers
+from dataclean.lang.fasttext_projected import projection_pays
 from dataclean.lang.model_file import LOSS_HS, LOSS_NS, LOSS_OVA, LOSS_SOFTMAX
 from tests.conftest import sample_web_texts
 
@@ -117,17 +118,22 @@ def test_probabilities_equal_fasttext_predict(shape: str, corpus: dict[str, Any]
     data, offsets = utf8_buffers(pa.array(texts, pa.string()))
     found = predict(ours, data, offsets, WHOLE_TEXT, tuple(ours.labels))
     compared = 0
+    theirs = np.zeros_like(found.wanted_prob)
     for row, text in enumerate(texts):
         labels, probabilities = model.predict(text.replace("\n", " "), k=-1, threshold=0.0)
         assert len(labels) >= 1
         for label, probability in zip(labels, probabilities, strict=True):
             column = ours.labels.index(label.removeprefix("__label__"))
             assert found.wanted_prob[row, column] == np.float32(probability), (shape, text[:60], label)
+            theirs[row, column] = probability
             compared += 1
         top_label, top_probability = model.predict(text.replace("\n", " "), k=1)
         assert ours.labels[found.top[row]] == top_label[0].removeprefix("__label__")
         assert found.top_prob[row] == np.float32(top_probability[0])
     assert compared >= len(texts) * 2
+    # The projected path (`exact=False`): within fastText's own float32 rounding of it.
+    projected = predict(ours, data, offsets, WHOLE_TEXT, tuple(ours.labels), exact=False)
+    print("PROJ", shape, projection_pays(ours), np.abs(projected.wanted_prob - theirs).max())
 
 
 def test_shipped_model_equals_recorded_fasttext_outputs() -> None:

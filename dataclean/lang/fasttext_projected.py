@@ -1,0 +1,69 @@
+"""fastText's linear output layers folded into the input rows: a classifier's fast path.
+
+Softmax and hierarchical softmax start from a linear function of the hidden vector: label (or
+tree node) k's score is output[k] . hidden, and hidden is the mean of the text's input rows. So
+score k is also the mean, over the same rows, of row . output[k]. `projected_model` computes that
+dot product for every input row once per model: a [rows, outputs] table (2 outputs for a
+DCLM-shaped classifier: 16 bytes a row where the rows themselves are 400), which the same kernel
+(`dataclean.lang.fasttext.hidden_vectors`) averages instead of the rows. Its output matrix is the
+identity, so the output layer (`dataclean.lang.fasttext_loss`) reads each score as it is (a dot
+product with a unit vector is exact) and applies fastText's own nonlinearity to it.
+
+Why: for a word-bigram classifier, adding up each text's 100-float rows of tokens and word
+bigrams, scattered over hundreds of MB, was about 60% of the time, at the memory's speed
+(`benchmarks/bench_classify.py`). The table and its sums are float64: a float32 table summed in
+float32 was measured 2e-6 away from fastText's probabilities on the benchmark's corpus; in
+float64 it is 3e-7 away, fastText's own float32 rounding (fastText is 3e-7 away from the float64
+truth, this path 7e-8). So the probabilities are fastText's to its rounding, not bit for bit:
+`predict(..., exact=True)` is the bit-for-bit path. It is used where the table is smaller than
+the rows and the nonlinearity is smooth (`projection_pays`): not for lid.176 (176 labels over 16
+dimensions), nor for the tabled sigmoid of one-vs-all and negative sampling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from dataclean.lang.model_file import LOSS_HS, LOSS_SOFTMAX, FastTextModel
+
+# Input rows projected per step: float64 copies of a chunk stay small (64k x dim x 8 bytes).
+_CHUNK_ROWS = 1 << 16
+
+_projected: dict[int, tuple[FastTextModel, FastTextModel]] = {}
+_lock = threading.Lock()
+
+
+def projection_pays(model: FastTextModel) -> bool:
+    """Whether the model is scored through its projected rows: a softmax or hierarchical-softmax
+    model whose projected row (outputs float64) is smaller than its input row (dim float32).
+    Not the sigmoid losses (one-vs-all, negative sampling): fastText reads their sigmoid from a
+    table in steps of 1/32, so a score a rounding away from a step's edge would move a whole step."""
+    outputs, dim = model.output.shape
+    return model.loss in (LOSS_SOFTMAX, LOSS_HS) and outputs * 8 < dim * 4
+
+
+def _project(model: FastTextModel) -> FastTextModel:
+    output = model.output.astype(np.float64).T
+    table = np.empty((model.rows.shape[0], output.shape[1]), np.float64)
+    for start in range(0, len(table), _CHUNK_ROWS):
+        chunk = model.rows[start : start + _CHUNK_ROWS]
+        np.matmul(chunk.astype(np.float64), output, out=table[start : start + len(chunk)])
+    identity = np.eye(output.shape[1], dtype=np.float32)
+    return dataclasses.replace(model, rows=table, output=identity)
+
+
+def projected_model(model: FastTextModel) -> FastTextModel:
+    """`model` with each input row replaced by its dot product with every output row, and an
+    identity output matrix (module docstring); built once per model and process. A model for
+    which the projection does not pay (`projection_pays`) is returned as it is."""
+    if not projection_pays(model):
+        return model
+    with _lock:
+        found = _projected.get(id(model))
+        if found is None or found[0] is not model:
+            found = (model, _project(model))  # the model is kept, so its id stays its own
+            _projected[id(model)] = found
+        return found[1]
