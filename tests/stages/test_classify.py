@@ -13,6 +13,7 @@ import pytest
 from dataclean import columns as C
 from dataclean.classify.models import label_probability, load_classifier
 from dataclean.classify.ranks import GRID, buckets, combined_ranks, ranks
+from dataclean.config import configure
 from dataclean.errors import ConfigError
 from dataclean.executors.local import LocalExecutor
 from dataclean.run import run_pipeline
@@ -77,6 +78,13 @@ def test_settings_are_checked_and_named(params: dict[str, Any], message: str) ->
         ScoreQuality(**params)
 
 
+def test_exact_is_an_on_off_setting() -> None:
+    stage = ScoreQuality(models=(f"a:{TINY}",))
+    assert not stage.exact and configure(stage, {"exact": "true"}).exact
+    with pytest.raises(ConfigError, match=r"classify\.exact: 'maybe' is not on/off"):
+        configure(stage, {"exact": "maybe"})
+
+
 def test_ranks_buckets_and_the_maximum_rule() -> None:
     cuts = np.arange(1, GRID, dtype=np.float64)  # quantile k/GRID is k: a score s ranks floor(s)
     scores = np.array([0.5, 1.0, 49.9, 50.0, 999.0, 5000.0, np.nan])
@@ -101,7 +109,7 @@ def test_scores_are_the_models_probability_per_language(tmp_path: Path) -> None:
             C.LANG: ["en", "zh", "es"],
         }
     )
-    stage = ScoreQuality(models=(f"q@en:{TINY}", f"q@zh:{TINY}"), label=("lq",), buckets=False)
+    stage = ScoreQuality(models=(f"q@en:{TINY}", f"q@zh:{TINY}"), label=("lq",), buckets=False, exact=True)
     out = stage(table)
     expected = label_probability(load_classifier(TINY), table.column(C.TEXT).slice(0, 2), "lq")
     assert out.column("quality_q").to_pylist()[:2] == expected.tolist()
@@ -148,6 +156,16 @@ def test_cuts_are_the_same_whatever_the_shards_workers_or_executor(tmp_path: Pat
     ray = _decisions(*_run(tmp_path / "ray", 3, ray_executor, keep_top=0.2))
     assert one == five == ray
     assert sum(reason is None for reason, _, _ in one.values()) < len(one) * 0.25
+
+
+def test_exact_and_projected_scores_cut_the_same_rows(tmp_path: Path) -> None:
+    """classify.exact=true (fastText's probabilities bit for bit) and the default projected rows
+    (to fastText's float32 rounding) keep, drop and bucket the same rows."""
+    exact = _decisions(*_run(tmp_path / "exact", 2, LocalExecutor(), keep_top=0.2, exact=True))
+    projected = _decisions(*_run(tmp_path / "projected", 2, LocalExecutor(), keep_top=0.2))
+    assert exact.keys() == projected.keys()
+    assert all(exact[key][:2] == projected[key][:2] for key in exact)
+    assert max(abs(exact[key][2] - projected[key][2]) for key in exact) <= 1e-6
 
 
 def test_several_models_rank_by_their_maximum(tmp_path: Path) -> None:
