@@ -5,13 +5,17 @@ fastText (fasttext-numpy2) on the reference data: WikiText-2 paragraphs (label `
 Common Crawl pages (`lq`), `--dim` and `--bucket` as given (DCLM's own file is 2M buckets; the
 default here, 500k x 100, keeps the benchmark's memory modest on a shared machine).
 
-Speed (MB/s per core, one process, the same documents for both, each warmed up once, median of
+Speed (MB/s per core, one process, the same documents for all, each warmed up once, median of
 `--rounds` rotating rounds, the ratio per round with its min-max): the `ScoreQuality` stage
-(row-local: no buckets, no cut) on Arrow batches of the documents, against fastText's predict
-through its Python binding on the same whole documents with newlines as spaces (prepared before
-the clock starts), in both of its documented forms: one call per document, and one call with the
-list of documents (`multilinePredict`). MB counts whole documents' UTF-8 bytes. Before timing,
-the two are checked to give the same probability on every document.
+(row-local: no buckets, no cut) on Arrow batches of the documents in both of its modes,
+`classify.exact=true` (fastText's probabilities bit for bit) and the default (the projected
+rows, `dataclean.lang.fasttext_projected`), against fastText's predict through its Python
+binding on the same whole documents with newlines as spaces (prepared before the clock starts),
+in both of its documented forms: one call per document, and one call with the list of documents
+(`multilinePredict`). MB counts whole documents' UTF-8 bytes. Before timing, each mode's
+probabilities are compared with fastText's on every document (how many are equal, the largest
+difference), and so are the cuts they make over this corpus: the 20 quality buckets and a top
+10% share (`classify.keep_top=0.1`), from exact quantiles as the stage computes them.
 
     python benchmarks/bench_classify.py [--data REFERENCE_FOLDER] [--rounds 5] [--repeat 4]
 
@@ -41,6 +45,7 @@ from benchmarks.corpus import (
 )
 from benchmarks.rounds import describe, round_ratios, timed_rounds
 from dataclean import columns as C
+from dataclean.classify.ranks import GRID_QUANTILES, buckets, ranks
 from dataclean.classify.train import MIN_THREADS
 from dataclean.stages.classify import ScoreQuality
 
@@ -65,6 +70,14 @@ def _train(folder: Path, dim: int, bucket: int) -> tuple[str, object]:
     return str(path), model
 
 
+def _cuts(scores: np.ndarray, keep_top: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket per row, kept by keep_top) as the stage cuts one language's scores: exact corpus
+    quantiles, quantile q being the value of rank ceil(q * n) (`dataclean.lm.quantiles`)."""
+    cuts = np.quantile(scores, GRID_QUANTILES, method="inverted_cdf")
+    least = np.quantile(scores, 1.0 - keep_top, method="inverted_cdf")
+    return buckets(ranks(scores, cuts)).to_numpy(), scores >= least
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_argument(parser)
@@ -86,9 +99,12 @@ def main() -> None:
     ]
     with tempfile.TemporaryDirectory(prefix="bench-classify-") as folder:
         path, reference = _train(Path(folder), args.dim, args.bucket)
-        stage = ScoreQuality(models=(f"q:{path}",), label=("hq",), buckets=False)
-        stage.setup()
-        ours = np.concatenate([stage(batch).column("quality_q").to_numpy() for batch in batches])
+        stages = {
+            mode: ScoreQuality(models=(f"q:{path}",), label=("hq",), buckets=False, exact=mode == "exact")
+            for mode in ("exact", "projected")
+        }
+        for stage in stages.values():
+            stage.setup()
         labels, probabilities = reference.predict(lines, k=-1)  # type: ignore[attr-defined]
         theirs = np.array(
             [
@@ -96,11 +112,25 @@ def main() -> None:
                 for ls, ps in zip(labels, probabilities, strict=True)
             ]
         )
-        same = int((ours.astype(np.float32) == theirs.astype(np.float32)).sum())
-        print(f"agreement: {same:,} of {len(docs):,} documents get fastText's probability exactly")
+        their_buckets, their_kept = _cuts(theirs)
+        for mode, stage in stages.items():
+            ours = np.concatenate([stage(batch).column("quality_q").to_numpy() for batch in batches])
+            same = int((ours.astype(np.float32) == theirs.astype(np.float32)).sum())
+            difference = float(np.abs(ours - theirs).max())
+            our_buckets, our_kept = _cuts(ours)
+            bucket_rows, top_rows = (
+                int((our_buckets != their_buckets).sum()),
+                int((our_kept != their_kept).sum()),
+            )
+            print(
+                f"agreement, {mode:>9}: {same:,} of {len(docs):,} documents get fastText's probability "
+                f"exactly, the largest difference {difference:.1e}; rows whose bucket differs: "
+                f"{bucket_rows}, whose top-10% cut differs: {top_rows}"
+            )
         seconds = timed_rounds(
             {
-                "ours": lambda: [stage(batch) for batch in batches],
+                "exact": lambda: [stages["exact"](batch) for batch in batches],
+                "projected": lambda: [stages["projected"](batch) for batch in batches],
                 "per document": lambda: [reference.predict(line, k=-1) for line in lines],  # type: ignore[attr-defined]
                 "list": lambda: reference.predict(lines, k=-1),  # type: ignore[attr-defined]
             },
@@ -108,12 +138,14 @@ def main() -> None:
         )
     print(f"speed: {len(docs):,} documents, {megabytes:.1f} MB, median of {args.rounds} rounds, one process")
     rates = {name: megabytes / statistics.median(times) for name, times in seconds.items()}
-    print(f"  dataclean ScoreQuality stage             {rates['ours']:8.1f} MB/s")
-    print(f"  fastText predict, one call per document  {rates['per document']:8.1f} MB/s")
-    print(f"  fastText predict, one call with the list {rates['list']:8.1f} MB/s")
+    print(f"  dataclean ScoreQuality, default (projected) {rates['projected']:8.1f} MB/s")
+    print(f"  dataclean ScoreQuality, classify.exact=true {rates['exact']:8.1f} MB/s")
+    print(f"  fastText predict, one call per document     {rates['per document']:8.1f} MB/s")
+    print(f"  fastText predict, one call with the list    {rates['list']:8.1f} MB/s")
     best = "list" if rates["list"] >= rates["per document"] else "per document"
-    ratios = round_ratios(seconds[best], seconds["ours"])
-    print(f"  ratio against fastText's faster form ({best}), per round: {describe(ratios, 1, 'x')}")
+    for mode in ("projected", "exact"):
+        ratios = round_ratios(seconds[best], seconds[mode])
+        print(f"  {mode} against fastText's faster form ({best}), per round: {describe(ratios, 1, 'x')}")
 
 
 if __name__ == "__main__":

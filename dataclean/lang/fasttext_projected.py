@@ -4,7 +4,7 @@ Softmax and hierarchical softmax start from a linear function of the hidden vect
 tree node) k's score is output[k] . hidden, and hidden is the mean of the text's input rows. So
 score k is also the mean, over the same rows, of row . output[k]. `projected_model` computes that
 dot product for every input row once per model: a [rows, outputs] table (2 outputs for a
-DCLM-shaped classifier: 16 bytes a row where the rows themselves are 400), which the same kernel
+DCLM-shaped classifier: 8 bytes a row, `_project`, where the rows themselves are 400), which the same kernel
 (`dataclean.lang.fasttext.hidden_vectors`) averages instead of the rows. Its output matrix is the
 identity, so the output layer (`dataclean.lang.fasttext_loss`) reads each score as it is (a dot
 product with a unit vector is exact) and applies fastText's own nonlinearity to it.
@@ -38,21 +38,28 @@ _lock = threading.Lock()
 
 def projection_pays(model: FastTextModel) -> bool:
     """Whether the model is scored through its projected rows: a softmax or hierarchical-softmax
-    model whose projected row (outputs float64) is smaller than its input row (dim float32).
-    Not the sigmoid losses (one-vs-all, negative sampling): fastText reads their sigmoid from a
-    table in steps of 1/32, so a score a rounding away from a step's edge would move a whole step."""
+    model of two labels or more whose projected row (`_project`: a float64 per label but one) is
+    smaller than its input row (dim float32). Not the sigmoid losses (one-vs-all, negative
+    sampling): fastText reads their sigmoid from a table in steps of 1/32, so a score a rounding
+    away from a step's edge would move a whole step."""
     outputs, dim = model.output.shape
-    return model.loss in (LOSS_SOFTMAX, LOSS_HS) and outputs * 8 < dim * 4
+    return model.loss in (LOSS_SOFTMAX, LOSS_HS) and outputs >= 2 and (outputs - 1) * 8 < dim * 4
 
 
 def _project(model: FastTextModel) -> FastTextModel:
-    output = model.output.astype(np.float64).T
-    table = np.empty((model.rows.shape[0], output.shape[1]), np.float64)
+    """The table, with one column fewer than the output rows: a softmax is the same when every
+    score is shifted by the same amount, so the last label's score is subtracted from every
+    other's (it becomes 0); a hierarchical softmax's last output row is no tree node (a tree of
+    n labels has n - 1 inner nodes). A binary classifier's table is then one float64 a row."""
+    output = model.output.astype(np.float64)
+    columns = output[:-1] - output[-1] if model.loss == LOSS_SOFTMAX else output[:-1]
+    table = np.empty((model.rows.shape[0], len(columns)), np.float64)
     for start in range(0, len(table), _CHUNK_ROWS):
         chunk = model.rows[start : start + _CHUNK_ROWS]
-        np.matmul(chunk.astype(np.float64), output, out=table[start : start + len(chunk)])
-    identity = np.eye(output.shape[1], dtype=np.float32)
-    return dataclasses.replace(model, rows=table, output=identity)
+        np.matmul(chunk.astype(np.float64), columns.T, out=table[start : start + len(chunk)])
+    # Output row k reads score k; the last (the softmax's last label) reads 0.
+    unit = np.eye(len(output), len(columns), dtype=np.float32)
+    return dataclasses.replace(model, rows=table, output=unit)
 
 
 def projected_model(model: FastTextModel) -> FastTextModel:
