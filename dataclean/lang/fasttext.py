@@ -22,6 +22,9 @@ same characters as one line (fastText C++ 0.9, `Dictionary::getLine` and `Model:
   row is its norm times its product-quantizer centroids, multiplied as fastText does);
 - the output layer (hierarchical softmax, lid.176's; softmax; one-vs-all) is
   `dataclean.lang.fasttext_loss`.
+`predict(..., exact=False)` scores a softmax or hierarchical-softmax model of few labels (a
+classifier's) through its projected rows instead (`dataclean.lang.fasttext_projected`: each input
+row's dot products with the output rows, averaged in float64), to fastText's float32 rounding.
 
 Why not fastText's own binding: `fasttext-predict` (the inference-only build) labels about 7 MB/s
 per core on the first 2,000 characters of web documents, a per-call and per-n-gram cost (a string
