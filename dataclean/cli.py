@@ -8,19 +8,21 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import click
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dataclean.cli_progress import RunDisplay
 from dataclean.config import parse_settings, select_stages
 from dataclean.errors import ConfigError, DatacleanError
 from dataclean.io.readers import ReadOptions
+from dataclean.progress import Silent
 from dataclean.recipes import load_recipe
-from dataclean.run import ALREADY_COMPLETE
+from dataclean.run import ALREADY_COMPLETE, check_paths
 from dataclean.session import Session, exit_process
 from dataclean.stage import Stage
 
@@ -227,7 +229,7 @@ def cli() -> None:
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--keep-work", is_flag=True, help="Keep intermediate files in OUT/_work.")
-@click.option("--quiet", is_flag=True, help="No progress bar or summary table.")
+@click.option("--quiet", is_flag=True, help="No progress lines or summary table.")
 def run(
     inputs: tuple[str, ...],
     output: str,
@@ -268,28 +270,13 @@ def run(
         )
         return select_stages(stages, _split(only), _split(skip), parse_settings([*before, *settings, *after]))
 
+    check_paths(inputs, output, overwrite)  # before anything loads or starts: one line, at once
+    display = Silent() if quiet else RunDisplay(console)
     with (
-        Session(load, executor, address, workers) as session,
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=quiet or not console.is_terminal,
-            transient=True,
-        ) as bar,
+        display if isinstance(display, RunDisplay) else nullcontext(),
+        Session(load, executor, address, workers, progress=display) as session,
     ):
-        tasks: dict[str, Any] = {}
-
-        def progress(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = bar.add_task(label, total=total)
-            bar.update(tasks[label], completed=done)
-
-        stats = session.run(
-            list(inputs), output, read_options, overwrite, keep_work, progress, pipeline_name=recipe
-        )
+        stats = session.run(list(inputs), output, read_options, overwrite, keep_work, pipeline_name=recipe)
     if stats.get(ALREADY_COMPLETE):
         click.echo(
             f"{output} already holds this run, complete (same config and inputs): nothing to do; "

@@ -7,11 +7,13 @@ default `~/.cache/dataclean/numba`) unless `NUMBA_CACHE_DIR` is already set. It 
 dataclean uses it; an embedded Ray's workers also inherit it from the driver's environment.
 (Numba's default, a `__pycache__` beside each source file, is not writable in a read-only install,
 and numba then falls back to a folder of its own: a kernel could be compiled again per install
-location.)
+location.) `kernels_cached` tells whether a run of the same stages compiled into it before, so that
+a first run can say it is compiling (and about how long) and a later one need not.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -35,3 +37,40 @@ def use_shared_cache() -> str:
     if numba is not None:  # numba reads the variable once, at its import
         numba.config.CACHE_DIR = folder
     return folder
+
+
+def _kernels_key(kinds: list[type]) -> str:
+    """What a set of compiled kernels depends on: dataclean's version and source files, and the
+    stages' types (a changed source file is compiled again by numba: so is the key)."""
+    import dataclean
+
+    package = Path(dataclean.__file__).parent
+    newest = max((path.stat().st_mtime_ns for path in package.rglob("*.py")), default=0)
+    names = sorted(f"{kind.__module__}.{kind.__qualname__}" for kind in kinds)
+    text = "\n".join([dataclean.__version__, str(newest), sys.version, *names])
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _marker(kinds: list[type]) -> Path:
+    folder = os.environ.get(CACHE_ENV) or str(shared_cache_dir())
+    return Path(folder) / "dataclean-compiled" / _kernels_key(kinds)
+
+
+def kernels_cached(kinds: list[type]) -> bool:
+    """Whether a run of these stage types compiled its kernels into this cache, with this
+    dataclean (`mark_kernels_cached`): then this run loads them and says nothing of compiling."""
+    try:
+        return _marker(kinds).exists()
+    except OSError:
+        return False
+
+
+def mark_kernels_cached(kinds: list[type]) -> None:
+    """Note that these stage types' kernels are in the cache (a missing note only costs a
+    "compiling kernels" line that the next run would not need)."""
+    try:
+        marker = _marker(kinds)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass

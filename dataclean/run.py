@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,12 +36,13 @@ from dataclean.io.layout import MANIFEST, OUTPUT_ENTRIES, Layout
 from dataclean.io.readers import ReadOptions, parquet_columns
 from dataclean.io.shards import Shard, discover, filesystem
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
+from dataclean.kernel_cache import kernels_cached, mark_kernels_cached
+from dataclean.progress import RunProgress, Silent
 from dataclean.runner import GroupTask, GroupWorker, redaction
 from dataclean.stage import FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
-from dataclean.warmup import compile_kernels
+from dataclean.warmup import compile_estimate, compile_kernels, kernel_stages
 
-Progress = Callable[[str, int, int], None]
 # In the stats `run_pipeline` returns when OUT already holds this run, complete: nothing was run.
 ALREADY_COMPLETE = "already_complete"
 log = logging.getLogger(__name__)
@@ -145,11 +146,40 @@ def _changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
-    """Check OUT/ against the config: returns the earlier manifest when resuming, else None."""
+def check_paths(inputs: Sequence[Any], output: str, overwrite: bool = False) -> None:
+    """What a run can check of its paths before it loads a stage or starts an executor, each
+    failure one line: every input path exists and is in a format it reads (`discover`; Hugging
+    Face inputs are checked when they load), and the output is a folder, new or a dataclean
+    output (`--overwrite` replaces any). `run_pipeline` checks the same again, with the config."""
+    paths = [item for item in inputs if isinstance(item, str) and not _is_dataset(item)]
+    if paths:
+        discover(paths)
+    layout = Layout(output.rstrip("/"))
+    _check_output_kind(layout)
+    if not overwrite and not exists(layout.manifest) and _has_entries(layout):
+        raise OutputError(f"{layout.root} exists and is not a dataclean output; use --overwrite")
+
+
+def _is_dataset(item: str) -> bool:
+    return item.startswith(hf.HF_PREFIX) or hf.is_saved_dataset(item)
+
+
+def _check_output_kind(layout: Layout) -> None:
     fs, path = filesystem(layout.root)
     if fs.get_file_info(path).is_file:
         raise OutputError(f"{layout.root} is a file: the output (-o) is a folder, new or from an earlier run")
+
+
+def _has_entries(layout: Layout) -> bool:
+    from pyarrow.fs import FileSelector
+
+    fs, path = filesystem(layout.root)
+    return bool(fs.get_file_info(FileSelector(path, allow_not_found=True)))
+
+
+def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> dict[str, Any] | None:
+    """Check OUT/ against the config: returns the earlier manifest when resuming, else None."""
+    _check_output_kind(layout)
     manifest_path = layout.manifest
     if exists(manifest_path):
         manifest = read_json(manifest_path)
@@ -163,12 +193,9 @@ def prepare_output(layout: Layout, config: dict[str, Any], overwrite: bool) -> d
             f"{layout.root} holds a run with another config ({'; '.join(changes[:5]) or 'changed'}); "
             "use --overwrite to replace it or choose another output folder"
         )
-    from pyarrow.fs import FileSelector
-
-    entries = fs.get_file_info(FileSelector(path, allow_not_found=True))
-    if entries and not overwrite:
-        raise OutputError(f"{layout.root} exists and is not a dataclean output; use --overwrite")
-    if entries:
+    if _has_entries(layout):
+        if not overwrite:
+            raise OutputError(f"{layout.root} exists and is not a dataclean output; use --overwrite")
         clear_output(layout)
     return None
 
@@ -199,7 +226,7 @@ def resolve_inputs(inputs: Sequence[Any], layout: Layout) -> list[str]:
     """Paths to read: Hugging Face datasets (objects, `hf:` specs, saved folders) become Parquet."""
     resolved: list[str] = []
     for number, item in enumerate(inputs):
-        if isinstance(item, str) and not (item.startswith(hf.HF_PREFIX) or hf.is_saved_dataset(item)):
+        if isinstance(item, str) and not _is_dataset(item):
             resolved.append(item)
             continue
         dataset = hf.load(item) if isinstance(item, str) else item
@@ -216,7 +243,7 @@ def run_pipeline(
     read_options: ReadOptions | None = None,
     overwrite: bool = False,
     keep_work: bool = False,
-    progress: Progress | None = None,
+    progress: RunProgress | None = None,
     pipeline_name: str = "custom",
     report: bool = True,
 ) -> dict[str, Any]:
@@ -227,6 +254,7 @@ def run_pipeline(
     OUT/report.html to the caller (`write_run_report`), e.g. to write it while Ray shuts down.
     """
     started = time.perf_counter()
+    progress = progress or Silent()
     read_options = read_options or ReadOptions()
     layout = Layout(output.rstrip("/"))
     groups = plan(stages)
@@ -250,10 +278,17 @@ def run_pipeline(
             # Nothing to do: the stats of the run that finished, marked so (not in stats.json).
             return {**read_json(layout.stats), ALREADY_COMPLETE: True}
         clear_output(layout)  # same config, changed inputs: a completed run starts over
+        resumed = None
+    megabytes = sum(shard.size for shard in shards) / 1e6
+    files = f"{len(shards):,} input file{'s' if len(shards) != 1 else ''}"
+    if resumed is not None:
+        progress.step(f"resuming the run in {layout.root} (same config): {files}, {megabytes:,.1f} MB")
+    else:
+        progress.step(f"{files}, {megabytes:,.1f} MB")
     write_json(layout.manifest, manifest)
     for stage in stages:  # before they are shipped to the workers (Stage.prepare)
         stage.prepare(f"{layout.work}/prepare-{stage.name}")
-    compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.warmup)
+    _compile(stages, executor, progress)
 
     redactor, unredacted = redaction(list(stages))
     all_stats: list[dict[str, Any]] = []
@@ -271,18 +306,12 @@ def run_pipeline(
             if number > 0:
                 sources = tuple(parquet_files(layout.group(number - 1), f"{layout.shard_stem(shard.index)}-"))
             tasks.append(GroupTask(number, shard, sources))
-        label = "+".join(s.name for s in group.stages) or "read"
-        if group.observer is not None:
-            label += f" -> {group.observer.name}"
-        count = len(done)
-        if progress is not None:
-            progress(label, count, len(shards))
+        label = _group_label(group)
+        progress.group(label, len(shards), len(done))
 
-        def finished(_index: int, _result: dict[str, Any], label: str = label) -> None:
-            nonlocal count
-            count += 1
-            if progress is not None:
-                progress(label, count, len(shards))
+        def finished(_index: int, result: dict[str, Any], label: str = label) -> None:
+            rows, text_bytes = _read_counts(result)
+            progress.task(label, rows, text_bytes)
 
         all_stats.extend(done)
         all_stats.extend(executor.map(worker, tasks, on_result=finished))
@@ -290,10 +319,12 @@ def run_pipeline(
             summaries = parquet_files(layout.summaries(number))
             summary_shards = [layout.shard_of(path) for path in summaries]
             scratch = f"{layout.work}/fit-{group.observer.name}"
+            progress.step(f"{group.observer.name}: fitting over the whole corpus")
             fit_started = time.perf_counter()
             group.observer.fit(FitContext(summaries, scratch, executor, summary_shards))
             fit_seconds[group.observer.name] = time.perf_counter() - fit_started
 
+    progress.step("writing stats")
     for stage in stages:
         if stage.records_file is not None:
             merge_records(layout, stage)
@@ -304,8 +335,43 @@ def run_pipeline(
     if not keep_work:
         remove_tree(layout.work)
     if report:
+        progress.step("writing report")
         write_run_report(layout.root)
     return stats
+
+
+def _compile(stages: Sequence[Stage], executor: Executor, progress: RunProgress) -> None:
+    """`compile_kernels`, saying so on a first run (with about how long), silent on a warm one."""
+    kinds = [type(stage) for stage in kernel_stages(stages)]
+    if not kinds:
+        return
+    cached = kernels_cached(kinds)
+    if not cached:
+        estimate = compile_estimate(stages, executor.workers)
+        progress.step(f"compiling kernels: first run only, about {estimate:.0f} s")
+    compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.warmup)
+    if not cached:
+        mark_kernels_cached(kinds)
+
+
+def _group_label(group: Group) -> str:
+    """A group as its progress lines name it: its first and last stage ("clean..dedup")."""
+    names = [stage.name for stage in group.stages]
+    if group.observer is not None and group.observer.name not in names:
+        names.append(group.observer.name)
+    if not names:
+        return "read"
+    return names[0] if len(names) == 1 else f"{names[0]}..{names[-1]}"
+
+
+def _read_counts(task_stats: dict[str, Any]) -> tuple[int, int]:
+    """(rows, UTF-8 text bytes) a task read: its first stage's rows in, and the text bytes of
+    the first stage that counts them (the reader counts rows only)."""
+    stages = list(task_stats.get("stages", {}).values())
+    if not stages:
+        return 0, 0
+    text_bytes = next((int(stage["bytes_in"]) for stage in stages if stage.get("bytes_in")), 0)
+    return int(stages[0].get("rows_in", 0)), text_bytes
 
 
 def merge_records(layout: Layout, stage: Stage) -> None:

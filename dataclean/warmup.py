@@ -52,6 +52,20 @@ def _with_kernels(stages: Sequence[Any]) -> list[Any]:
     return [s for s in stages if s.rehearse or type(s).compile_kernels is not Stage.compile_kernels]
 
 
+def kernel_stages(stages: Sequence[Any]) -> list[Any]:
+    """The stages that have kernels to compile (or a rehearsal to run)."""
+    return _with_kernels(stages)
+
+
+def compile_estimate(stages: Sequence[Any], workers: int) -> float:
+    """About how many seconds compiling these stages' kernels takes on `workers` workers and the
+    driver (`compile_kernels`' schedule, from `Stage.compile_seconds`, on an idle machine)."""
+    seconds = [float(type(stage).compile_seconds) for stage in _with_kernels(stages)]
+    if not seconds:
+        return 0.0
+    return max(max(seconds), sum(seconds) / (max(workers, 1) + 1))
+
+
 def compile_in_background(stages: Sequence[Any]) -> None:
     """Start compiling, in a thread of this process, the kernels of the first barrier stage that
     has some (dedup): its `fit` runs on the driver, which needs them anyway, and a run

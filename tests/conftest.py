@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,3 +51,12 @@ def sample_web_texts() -> list[str]:
         if isinstance(text, str):
             texts.append(text)
     return texts
+
+
+# A progress line of `dataclean run` (dataclean.cli_progress): "[  0.3s] starting Ray ...".
+PROGRESS_LINE = re.compile(r"^\[ *\d+\.\ds\] ")
+
+
+def message_lines(output: str) -> list[str]:
+    """The lines of a command's output that are not progress lines (nor blank)."""
+    return [line for line in output.splitlines() if line.strip() and not PROGRESS_LINE.match(line)]

@@ -26,7 +26,10 @@ class Executor(Protocol):
     `fit`): an executor may then run it as plain tasks instead of a pool of long-lived workers.
     """
 
-    workers: int
+    @property
+    def workers(self) -> int:
+        """How many items it runs at once."""
+        ...
 
     def map(
         self,

@@ -33,7 +33,7 @@ from dataclean.executors import ray_watchdog
 from dataclean.executors.ray_startup import (
     loopback_only,
     quick_node_wait,
-    quiet_token_notice,
+    quiet_start_notices,
     stop_autoscaler_monitor,
 )
 
@@ -95,17 +95,18 @@ class RayExecutor:
         self._started_here = False
         self._watchdog: Any = None
         if not ray.is_initialized():
+            if not address:  # before Ray starts: a driver that dies while it starts takes it along
+                self._watchdog = ray_watchdog.start(os.getpid())
             try:
                 self._start(ray, address, workers)
             except Exception as error:
+                ray_watchdog.stop(self._watchdog)
                 where = f"Ray at {address}" if address else "the embedded Ray"
                 raise ExecutorError(
                     f"{where} did not start ({_first_line(error)}); try again (a busy machine can be "
                     "slow to start it), or add --executor local to run without Ray"
                 ) from None
-            if not address:
-                self._started_here = True
-                self._watchdog = ray_watchdog.start(os.getpid())  # dies with us (ray_watchdog)
+            self._started_here = not address
         cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
         self.workers = max(1, min(workers or cpus, cpus))
 
@@ -114,7 +115,7 @@ class RayExecutor:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             return
-        with quick_node_wait(), quiet_token_notice(), loopback_only():
+        with quick_node_wait(), quiet_start_notices(), loopback_only():
             ray.init(
                 address="local",  # always a new embedded Ray, never another one here
                 num_cpus=workers or os.cpu_count() or 1,

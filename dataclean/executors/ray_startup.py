@@ -14,9 +14,11 @@ for `loopback_only`, listening where Ray chooses: see docs/security.md).
   loopback interface only (otherwise on every interface: `*:PORT`). Ray does this by itself on
   macOS and Windows (`ray_constants.ENABLE_RAY_CLUSTER`, `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`);
   on Linux it picks the machine's network address. Token authentication stays on either way.
-- `quiet_token_notice`: a new local Ray turns token authentication on (as it should) and logs a
+- `quiet_start_notices`: a new local Ray turns token authentication on (as it should) and logs a
   warning saying so on every start, a second line around the run's own one-line error or summary.
   Authentication stays on; only that notice is filtered, and only while the embedded Ray starts.
+  Started in a thread (`dataclean.session`), `ray.init` also warns that it set no SIGTERM handler:
+  `exit_on_sigterm` sets the same one from the main thread, and that notice is filtered too.
 - `stop_autoscaler_monitor`: the autoscaler monitor ignores SIGTERM, so `ray.shutdown` waits out
   its whole one-second grace period for it before killing it anyway (1.01 of the 1.11 s
   shutdown). On a one-node embedded cluster it has no state to save.
@@ -26,6 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -76,22 +81,43 @@ def loopback_only() -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = original
 
 
-class _TokenNotice(logging.Filter):
+# (logger, the start of the one message filtered from it while an embedded Ray starts)
+_START_NOTICES = (
+    ("ray._private.authentication.authentication_token_setup", "Token authentication is enabled"),
+    ("ray._private.worker", "SIGTERM handler is not set"),
+)
+
+
+class _Notice(logging.Filter):
+    def __init__(self, start: str) -> None:
+        super().__init__()
+        self.start = start
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Token authentication is enabled")
+        return not record.getMessage().startswith(self.start)
 
 
 @contextlib.contextmanager
-def quiet_token_notice() -> Iterator[None]:
-    """Within this block, Ray's "Token authentication is enabled" warning is not logged (see the
-    module docstring); every other message of that logger is."""
-    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
-    notice = _TokenNotice()
-    logger.addFilter(notice)
+def quiet_start_notices() -> Iterator[None]:
+    """Within this block, two of Ray's start-up warnings are not logged (see the module
+    docstring); every other message of those loggers is."""
+    filters = [(logging.getLogger(name), _Notice(start)) for name, start in _START_NOTICES]
+    for logger, notice in filters:
+        logger.addFilter(notice)
     try:
         yield
     finally:
-        logger.removeFilter(notice)
+        for logger, notice in filters:
+            logger.removeFilter(notice)
+
+
+def exit_on_sigterm() -> None:
+    """What `ray.init` does in the main thread, for a Ray started in another one: SIGTERM ends
+    the driver by `sys.exit`, so that its exit hooks stop the embedded Ray. Only from the main
+    thread, and only where SIGTERM still has its default action."""
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
 
 
 def _wait_until_registered(gcs_address: str, node_id: str) -> None:

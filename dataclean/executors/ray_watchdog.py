@@ -13,7 +13,10 @@ the driver's pipe on its standard input and, every half second, notes the driver
 is gone: `kill -9`, a crash, an exit that skipped `RayExecutor.close`), it kills with SIGKILL
 every process of the last note that is still the same process (same start time), then those that
 appeared under them since, and exits. `stop(handle)` after `ray.shutdown` says `done` and the
-watchdog exits without touching anything. Linux only (/proc); elsewhere `start` returns None.
+watchdog exits without touching anything. The watchdog starts before Ray does, and marks the
+driver's environment (`MARK`), which every process Ray starts inherits: a process that appeared
+after the last note, and whose parent died first, is found by that mark. Linux only (/proc);
+elsewhere `start` returns None.
 """
 
 from __future__ import annotations
@@ -28,12 +31,17 @@ import time
 from typing import IO
 
 NOTE_SECONDS = 0.5
+# Set in the driver's environment before Ray starts, so every process Ray starts inherits it: the
+# mark of this driver's run, found in /proc/PID/environ even after a process lost its parent.
+MARK = "DATACLEAN_RAY_OF"
 
 
 def start(driver_pid: int) -> subprocess.Popen[bytes] | None:
-    """Run the watchdog for `driver_pid` (module docstring); None where there is no /proc."""
+    """Run the watchdog for `driver_pid` (module docstring); None where there is no /proc. Marks
+    this process's environment (`MARK`), for the processes Ray starts from here on."""
     if not os.path.isdir("/proc/self"):
         return None
+    os.environ[MARK] = str(driver_pid)
     return subprocess.Popen(
         [sys.executable, "-I", "-S", os.path.abspath(__file__), str(driver_pid)],
         stdin=subprocess.PIPE,
@@ -89,12 +97,26 @@ def descendants(root: int, processes: dict[int, tuple[int, int]]) -> dict[int, i
     return found
 
 
-def _kill(noted: dict[int, int]) -> None:
-    """SIGKILL the noted processes that are still themselves, then what appeared under them."""
+def _marked(pid: int, mark: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return mark in environ.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _kill(noted: dict[int, int], driver: int) -> None:
+    """SIGKILL the noted processes that are still themselves, what appeared under them, and any
+    process carrying the driver's mark (`MARK`): one Ray started after the last note, whose
+    parent died first (its children then belong to init, not to anything noted)."""
     current = _processes()
     targets = {pid: start for pid, start in noted.items() if current.get(pid, (0, -1))[1] == start}
     for pid in list(targets):
         targets.update(descendants(pid, current))
+    mark = f"{MARK}={driver}".encode()
+    for pid, (_, start) in current.items():
+        if pid not in targets and _marked(pid, mark):
+            targets[pid] = start
     targets.pop(os.getpid(), None)
     for pid in targets:
         with contextlib.suppress(OSError):
@@ -119,7 +141,7 @@ def watch(driver: int, pipe: IO[bytes]) -> bool:
     if said.startswith(b"done"):
         return False
     time.sleep(0.05)  # the kernel's own parent-death signals first
-    _kill(noted)
+    _kill(noted, driver)
     return True
 
 

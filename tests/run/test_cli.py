@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from dataclean.cli import cli
-from tests.conftest import SAMPLE, read_rows, write_jsonl
+from tests.conftest import PROGRESS_LINE, SAMPLE, read_rows, write_jsonl
 
 
 def _invoke(*args: str) -> tuple[int, str]:
@@ -111,7 +111,10 @@ def test_user_errors_are_one_line_with_nonzero_exit(
     assert code != 0
     assert message in output
     assert "Traceback" not in output
-    assert len([line for line in output.splitlines() if line.strip()]) == 1
+    # One line says what failed; any other is a progress line from before it ("[  0.3s] ...").
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len([line for line in lines if line.startswith("error: ")]) == 1
+    assert all(line.startswith("error: ") or PROGRESS_LINE.match(line) for line in lines), lines
 
 
 def test_python_dash_m_works_like_the_command(tmp_path: Path) -> None:
@@ -175,4 +178,6 @@ def test_rerun_into_a_finished_output_says_so(tmp_path: Path) -> None:
     code, output = _invoke(*args)
     assert code == 0
     expected = f"{out} already holds this run, complete (same config and inputs): nothing to do; "
-    assert output == expected + "1 rows kept. --overwrite runs it again.\n"
+    lines = output.splitlines()
+    assert lines[-1] == expected + "1 rows kept. --overwrite runs it again."
+    assert all(PROGRESS_LINE.match(line) for line in lines[:-1])  # no old wall time, no table

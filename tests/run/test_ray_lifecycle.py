@@ -80,9 +80,9 @@ def test_watchdog_kills_a_dead_drivers_children_and_spares_a_closed_one(tmp_path
                 child.kill()
 
 
-def test_a_driver_killed_with_9_takes_its_embedded_ray_with_it(tmp_path: Path) -> None:
-    """`dataclean run` on the default executor, killed with -9 once its Ray is up: no process of
-    that run is left 10 s later (Ray's agents and idle workers outlived it by a minute before)."""
+def _killed_when(tmp_path: Path, up: str) -> list[Any]:
+    """Start `dataclean run` on the default executor, kill it with -9 once a process named `up`
+    runs under it, and return what ran under it then and is still there 10 s later."""
     source = write_jsonl(
         tmp_path / "in.jsonl", [{"text": f"Document {i} with some words."} for i in range(50)]
     )
@@ -96,17 +96,29 @@ def test_a_driver_killed_with_9_takes_its_embedded_ray_with_it(tmp_path: Path) -
     processes: list[Any] = []
     while time.monotonic() < deadline and driver.poll() is None:
         processes = psutil.Process(driver.pid).children(recursive=True)
-        if any("ray_watchdog" in " ".join(p.cmdline()) for p in _alive(processes)):
+        if any(up in " ".join(p.cmdline()) for p in _alive(processes)):
             break
-        time.sleep(0.2)
+        time.sleep(0.1)
     else:
-        pytest.fail("the run's Ray and watchdog did not come up")
-    time.sleep(1)  # the watchdog notes Ray's processes
+        pytest.fail(f"the run's {up} did not come up")
+    if up == "raylet":
+        time.sleep(1)  # the watchdog notes Ray's processes
     processes = psutil.Process(driver.pid).children(recursive=True)
-    assert any(p.name() == "raylet" for p in processes)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
-    assert [p.name() for p in _gone_within(processes, 10)] == []
+    return [p.name() for p in _gone_within(processes, 10)]
+
+
+def test_a_driver_killed_with_9_takes_its_embedded_ray_with_it(tmp_path: Path) -> None:
+    """`dataclean run` on the default executor, killed with -9 once its Ray is up: no process of
+    that run is left 10 s later (Ray's agents and idle workers outlived it by a minute before)."""
+    assert _killed_when(tmp_path, "raylet") == []
+
+
+def test_a_driver_killed_while_its_ray_starts_leaves_nothing(tmp_path: Path) -> None:
+    """Killed with -9 while `ray.init` runs (the watchdog starts first, so it is there): no
+    process of that run is left 10 s later."""
+    assert _killed_when(tmp_path, "ray_watchdog") == []
 
 
 def test_a_run_completes_while_another_ray_runs_beside_it(tmp_path: Path, ray_executor: Any) -> None:
