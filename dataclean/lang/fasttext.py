@@ -413,13 +413,15 @@ class Prediction:
     wanted_prob: np.ndarray
 
 
-def hidden_vectors(model: FastTextModel, data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.ndarray:
-    """fastText's hidden vector of each text's first `max_chars` characters, [texts, dim] in the
-    rows' type (float32; float64 for a projected model, `fasttext_projected`); the texts are a
-    UTF-8 buffer and offsets (`utf8_buffers`)."""
+def hidden_vectors(
+    model: FastTextModel, data: np.ndarray, offsets: np.ndarray, max_chars: int, sums: type = np.float32
+) -> np.ndarray:
+    """fastText's hidden vector of each text's first `max_chars` characters, [texts, dim], summed
+    in `sums` (fastText's float32; float64 for projected rows, `fasttext_projected`); the texts
+    are a UTF-8 buffer and offsets (`utf8_buffers`)."""
     ends = _sample_ends(data, offsets, max_chars)
     longest = int((ends - offsets[:-1]).max(initial=0))
-    hiddens = np.zeros((len(offsets) - 1, model.rows.shape[1]), model.rows.dtype)
+    hiddens = np.zeros((len(offsets) - 1, model.rows.shape[1]), sums)
     _hidden_kernel(
         data,
         offsets,
@@ -468,11 +470,11 @@ def predict(
     (0 for a label the model does not have); texts as in `hidden_vectors`. `exact=False`: through
     the projected rows where they pay (`fasttext_projected`: fastText's numbers to its float32
     rounding, not bit for bit)."""
-    if not exact:
-        model = projected_model(model)
-    hiddens = hidden_vectors(model, data, offsets, max_chars).astype(np.float32, copy=False)
+    view = model if exact else projected_model(model)
+    sums = np.float32 if view is model else np.float64
+    hiddens = hidden_vectors(view, data, offsets, max_chars, sums).astype(np.float32, copy=False)
     index = {label: i for i, label in enumerate(model.labels)}
     columns = np.array([index.get(label, -1) for label in wanted], np.int64)
-    top, top_prob, wanted_prob = label_probabilities(hiddens, model, np.maximum(columns, 0))
+    top, top_prob, wanted_prob = label_probabilities(hiddens, view, np.maximum(columns, 0))
     wanted_prob[:, columns < 0] = 0.0
     return Prediction(top, top_prob, wanted_prob)
