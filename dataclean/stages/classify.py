@@ -68,7 +68,7 @@ class ScoreQuality(GlobalStage):
     (`ppl`, low ranks high) joins the maximum. `annotate`: drop nothing. `exact`: fastText's
     probabilities bit for bit; off (the default), a model with few labels is scored through its
     projected rows (`dataclean.lang.fasttext_projected`): within fastText's own float32 rounding,
-    and 2.4x as fast for a DCLM-shaped model (`benchmarks/bench_classify.py`).
+    and 2.3x as fast for a DCLM-shaped model (`benchmarks/bench_classify.py`).
     """
 
     name: ClassVar[str] = "classify"
