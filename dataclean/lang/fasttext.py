@@ -421,7 +421,7 @@ def hidden_vectors(
     are a UTF-8 buffer and offsets (`utf8_buffers`)."""
     ends = _sample_ends(data, offsets, max_chars)
     longest = int((ends - offsets[:-1]).max(initial=0))
-    hiddens = np.zeros((len(offsets) - 1, model.rows.shape[1]), sums)
+    hiddens: np.ndarray = np.zeros((len(offsets) - 1, model.rows.shape[1]), sums)
     _hidden_kernel(
         data,
         offsets,

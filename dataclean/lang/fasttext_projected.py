@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import weakref
 
 import numpy as np
 
 from dataclean.lang.model_file import LOSS_HS, LOSS_SOFTMAX, FastTextModel
 
-# Input rows projected per step: float64 copies of a chunk stay small (64k x dim x 8 bytes).
-_CHUNK_ROWS = 1 << 16
+# Input rows projected per step: a chunk's float64 copy stays small (16k x dim x 8 bytes).
+_CHUNK_ROWS = 1 << 14
 
-_projected: dict[int, tuple[FastTextModel, FastTextModel]] = {}
+# id(model) -> (the model, weakly: an id is reused once its object is gone; its projected model).
+_projected: dict[int, tuple[weakref.ref[FastTextModel], FastTextModel]] = {}
 _lock = threading.Lock()
 
 
@@ -73,7 +75,8 @@ def projected_model(model: FastTextModel) -> FastTextModel:
         return model
     with _lock:
         found = _projected.get(id(model))
-        if found is None or found[0] is not model:
-            found = (model, _project(model))  # the model is kept, so its id stays its own
+        if found is None or found[0]() is not model:
+            found = (weakref.ref(model), _project(model))
             _projected[id(model)] = found
+            weakref.finalize(model, _projected.pop, id(model), None)  # forgotten with the model
         return found[1]
