@@ -349,7 +349,7 @@ def _compile(stages: Sequence[Stage], executor: Executor, progress: RunProgress)
     if not cached:
         estimate = compile_estimate(stages, executor.workers)
         progress.step(f"compiling kernels: first run only, about {estimate:.0f} s")
-    compile_kernels(stages, executor)  # each kernel once, on the workers (dataclean.warmup)
+    compile_kernels(stages, executor, cached)  # each kernel once, on the workers (dataclean.warmup)
     if not cached:
         mark_kernels_cached(kinds)
 

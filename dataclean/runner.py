@@ -155,12 +155,17 @@ class GroupWorker:
     unredacted: frozenset[str] = frozenset()
     _ready: bool = field(default=False, init=False, repr=False)
 
-    def __call__(self, task: GroupTask) -> dict[str, Any]:
+    def warm(self) -> None:
+        """Load the stages' models (`Stage.setup`), once per process: before its first task, or
+        ahead of it (`dataclean.executors.ray.RayExecutor.map_queue`)."""
         if not self._ready:
             extra = [s for s in (self.observer, self.redactor) if s is not None and s not in self.stages]
             for stage in [*self.stages, *extra]:
                 stage.setup()
             self._ready = True
+
+    def __call__(self, task: GroupTask) -> dict[str, Any]:
+        self.warm()
         return _ShardRun(self, task).run()
 
 

@@ -3,16 +3,19 @@
     with Session(load_stages, "ray") as session:
         stats = session.run(inputs, output, read_options, progress=progress)
 
-Entering starts the executor in a thread (`ray.init` mostly waits for Ray's processes to start,
-about 2 s) while this thread loads the stages: a recipe or `--set` error is raised at once,
-whatever Ray is doing (the starting executor is then left to close itself when it is up, or to
-die with the process: `dataclean.executors.ray_watchdog` is started before Ray). It then starts
-compiling the first barrier's kernels in the driver (`dataclean.warmup.compile_in_background`) and
-loads the report's code ahead of the report (0.4 s off it). `run` checks what it can without the
-executor (the output folder, the inputs, the recipe's columns: `run_pipeline`) before it first
-waits for it. Leaving closes the executor; after a `run` that finished, it writes OUT/report.html
-at the same time (Ray's shutdown mostly waits for its processes to exit, the report mostly reads
-Parquet). A report that cannot be built is a warning, never a failed run (`write_run_report`).
+Entering loads the stages first (a recipe or `--set` error is raised before anything starts,
+about 1 s after the command), then starts the executor in a thread (`ray.init` mostly waits for
+Ray's processes to start, 2-5 s) and goes on: on a first run it starts compiling the first
+barrier's kernels in the driver (`dataclean.warmup.compile_in_background`), and it loads the
+report's code in a thread (0.4 s off the report). `run` checks what it can without the executor
+(the output folder, the inputs, the recipe's columns: `run_pipeline`), and a map it calls before
+the executor is up starts in this process (`_Starting`): nothing waits for Ray until it must. A
+run that fails before it needs the executor leaves it to close itself when it is up, or to die
+with the process (`dataclean.executors.ray_watchdog` is started before Ray).
+
+Leaving closes the executor; after a `run` that finished, it writes OUT/report.html at the same
+time (Ray's shutdown mostly waits for its processes to exit, the report mostly reads Parquet). A
+report that cannot be built is a warning, never a failed run (`write_run_report`).
 
 `exit_process` is the end of the `dataclean` command: see its docstring for why it skips the
 interpreter's teardown.
@@ -20,6 +23,7 @@ interpreter's teardown.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import sys
@@ -27,16 +31,17 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from dataclean.executors import make_executor
-from dataclean.executors.base import Executor
+from dataclean.executors.base import Executor, WorkQueue
 from dataclean.executors.ray_startup import exit_on_sigterm
 from dataclean.io.readers import ReadOptions
+from dataclean.kernel_cache import kernels_cached
 from dataclean.progress import RunProgress, Silent
 from dataclean.run import ALREADY_COMPLETE, run_pipeline, write_run_report
 from dataclean.stage import Stage
-from dataclean.warmup import compile_in_background
+from dataclean.warmup import compile_in_background, kernel_stages
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,20 +49,28 @@ R = TypeVar("R")
 
 
 class _Starting:
-    """The executor, started in a thread: what uses it first waits for it (and says so if that is
-    a wait), so that everything checked before that use is checked while it starts.
+    """The executor, started in a thread; meanwhile the run goes on in this process.
+
+    What needs the executor first waits for it (and says so if that is a wait), so everything
+    checked before that is checked while it starts. A `map` called before it is up does not wait:
+    this process runs the items one by one (on a copy of the function: the original still ships
+    with no model loaded) until the executor is up and its workers have loaded the function and
+    its models (`RayExecutor.map_queue`), then they take the others from the same queue
+    (`WorkQueue`) and this process finishes the item it runs.
+    Results are the same wherever an item runs (each task writes its own files; the executors
+    give byte-identical outputs). A small run may so end before Ray is up: it never waits for it.
 
     The thread lives as long as the executor and closes it: Ray starts its node processes with
     the parent-death signal, which Linux sends when the *thread* that started them ends, so a
     thread that started Ray and ended would take the GCS and raylet with it."""
 
-    def __init__(self, start: Callable[[], Executor], progress: RunProgress) -> None:
+    def __init__(self, start: Callable[[], Executor], workers: int | None, progress: RunProgress) -> None:
         self._future: Future[Executor] = Future()
+        self._workers = workers
         self._progress = progress
         self._closing = threading.Event()
-        self._thread = threading.Thread(
-            target=self._serve, args=(start,), name="dataclean-executor", daemon=True
-        )
+        self._thread = threading.Thread(target=self._serve, args=(start,), daemon=True)
+        self._thread.name = "dataclean-executor"
         self._thread.start()
 
     def _serve(self, start: Callable[[], Executor]) -> None:
@@ -78,7 +91,8 @@ class _Starting:
 
     @property
     def workers(self) -> int:
-        return self.ready().workers
+        """The workers asked for (an embedded Ray has them), else the started executor's."""
+        return self._workers if self._workers is not None else self.ready().workers
 
     def map(
         self,
@@ -87,7 +101,9 @@ class _Starting:
         on_result: Callable[[int, R], None] | None = None,
         light: bool = False,
     ) -> list[R]:
-        return self.ready().map(fn, items, on_result, light)
+        if self._future.done() or not items:
+            return self.ready().map(fn, items, on_result, light)
+        return _Shared(fn, items, on_result).run(self._future)
 
     def close(self) -> None:
         """Close it once it is up: at once if it is, else when it is (the process may end
@@ -95,6 +111,68 @@ class _Starting:
         self._closing.set()
         if self._future.done():
             self._thread.join()
+
+
+class _Shared(Generic[T, R]):
+    """One `map` shared by this process and a starting executor (`_Starting`)."""
+
+    def __init__(self, fn: Callable[[T], R], items: Sequence[T], on_result: Callable[[int, R], None] | None):
+        self.fn = fn
+        self.items = items
+        self.on_result = on_result
+        self.queue: WorkQueue[T] = WorkQueue(items)
+        self.results: dict[int, R] = {}
+        self.lock = threading.Lock()
+        self.remote_started = threading.Event()  # the executor's workers are ready
+        self.failure: BaseException | None = None
+
+    def record(self, index: int, result: R) -> None:
+        with self.lock:
+            self.results[index] = result
+            if self.on_result is not None:
+                self.on_result(index, result)
+
+    def _remote(self, executor: Executor) -> None:
+        try:
+            map_queue = getattr(executor, "map_queue", None)
+            if map_queue is not None:  # its workers warm up, then take items beside this process
+                map_queue(self.fn, self.queue, self.record, on_warm=self.remote_started.set)
+            else:  # an executor without a shared queue: it takes what is left, at once
+                self.remote_started.set()
+                left = self.queue.close()
+                results = executor.map(self.fn, [item for _, item in left])
+                for (index, _), result in zip(left, results, strict=True):
+                    self.record(index, result)
+        except BaseException as error:
+            self.failure = error
+        finally:
+            self.remote_started.set()
+
+    def run(self, starting: Future[Executor]) -> list[R]:
+        local = copy.deepcopy(self.fn)  # models load into the copy; `fn` ships without them
+        remote: threading.Thread | None = None
+        try:
+            while not self.remote_started.is_set():
+                if remote is None and starting.done():
+                    executor = starting.result()
+                    remote = threading.Thread(target=self._remote, args=(executor,), name="dataclean-map")
+                    remote.start()
+                taken = self.queue.take()
+                if taken is None:
+                    break
+                self.record(taken[0], local(taken[1]))
+        except BaseException:
+            self.queue.close()  # the executor's workers finish what they run, and take no more
+            if remote is not None:
+                remote.join()
+            raise
+        if remote is None and self.queue.close():  # unreachable: the loop ends on an empty queue
+            raise RuntimeError("work left with no executor to run it")
+        if remote is not None:
+            remote.join()
+        if self.failure is not None:
+            raise self.failure
+        return [self.results[i] for i in range(len(self.items))]
 
 
 class Session:
@@ -125,45 +203,30 @@ class Session:
         self.executor: Executor | None = None
 
     def __enter__(self) -> Session:
+        self.progress.step("loading stages")
+        self.stages = list(self._load())  # a recipe or setting error: raised before anything starts
         spec = self._executor_spec
-        if isinstance(spec, str):
-            self._say_start(spec)
-            if spec == "ray":
-                exit_on_sigterm()  # ray.init, in a thread, cannot (dataclean.executors.ray_startup)
+        if spec == "ray":
+            self._say_start()
+            exit_on_sigterm()  # ray.init, in a thread, cannot (dataclean.executors.ray_startup)
             start = lambda: make_executor(spec, self._address, self._workers)  # noqa: E731
-            self.executor = _Starting(start, self.progress)
+            known = None if self._address else self._workers or os.cpu_count() or 1
+            self.executor = _Starting(start, known, self.progress)
+        elif isinstance(spec, str):  # starts at once
+            self.executor = make_executor(spec, self._address, self._workers)
         else:
             self.executor = spec
-        try:
-            self.stages = self._load_ahead()
-        except BaseException:
-            self._close()
-            raise
+        if not kernels_cached([type(stage) for stage in kernel_stages(self.stages)]):
+            compile_in_background(self.stages)  # a later run loads them from the cache as it goes
+        threading.Thread(target=_prepare_report, name="dataclean-report-code", daemon=True).start()
         return self
 
-    def _say_start(self, spec: str) -> None:
-        if spec != "ray":
-            return
+    def _say_start(self) -> None:
         if self._address:
             self.progress.step(f"connecting to Ray at {self._address}")
         else:
             workers = self._workers or os.cpu_count() or 1
             self.progress.step(f"starting Ray (embedded, {workers} worker{'s' if workers > 1 else ''})")
-
-    def _load_ahead(self) -> list[Stage]:
-        """The stages, then their barrier's kernels started compiling and the report's code
-        loaded (this runs while the executor starts). A report that cannot load is the report's
-        problem: it warns when it is written, and the run goes on."""
-        self.progress.step("loading stages")
-        stages = list(self._load())
-        compile_in_background(stages)
-        try:
-            from dataclean.report import prepare
-
-            prepare()
-        except Exception as error:
-            log.debug("report not prepared ahead: %s", error)
-        return stages
 
     def run(
         self,
@@ -219,14 +282,27 @@ class Session:
         self.executor = None
 
 
+def _prepare_report() -> None:
+    """Load the report's code ahead of the report (0.4 s off it). A report that cannot load is
+    the report's problem: it warns when it is written, and the run goes on."""
+    try:
+        from dataclean.report import prepare
+
+        prepare()
+    except Exception as error:
+        log.debug("report not prepared ahead: %s", error)
+
+
 def exit_process(code: int | str | None) -> None:
     """End the `dataclean` program: flush what the command wrote, then leave without the
     interpreter's teardown of Ray's, Arrow's and numba's native modules, which takes another
     0.4-0.6 s after a run (measured on the 1M-document benchmark) and does nothing a finished
     command needs. Unless Ray is still up (an embedded Ray is stopped by its atexit hook): then
-    exit the ordinary way. Only for the program's own process, never from a library call."""
+    exit the ordinary way. (A Ray still starting in the session's thread ends with the process: its
+    watchdog takes its processes along.) Only for the program's own process, never from a library call."""
     ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
+    is_initialized = getattr(ray, "is_initialized", None)  # (a Ray still importing in a thread has none)
+    if is_initialized is not None and is_initialized():
         sys.exit(code)
     if isinstance(code, str):  # what sys.exit would print
         print(code, file=sys.stderr)

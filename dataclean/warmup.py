@@ -80,19 +80,21 @@ def compile_in_background(stages: Sequence[Any]) -> None:
         pool.shutdown(wait=False)
 
 
-def compile_kernels(stages: Sequence[Any], executor: Any) -> None:
+def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) -> None:
     """Compile the kernels of `stages`, each stage's once (module docstring): the longest ones on
     the executor's workers, one stage each, and those left over in this process once it has
     compiled its own (`compile_in_background`), which it waits for. Left for the workers, a
     left-over stage would wait for the first of them to finish while this process idles, then
     compile alone at the end (2 s of a first run on 2 cores). With one worker there is nothing
-    to share: the run compiles the kernels as it goes."""
+    to share: the run compiles the kernels as it goes. `cached`: an earlier run compiled them
+    all (`dataclean.kernel_cache.kernels_cached`): the workers load them with their first batch,
+    so none is sent a task (which would only wait for the executor, and for its workers to start)."""
     with_kernels = _with_kernels(stages)
     elsewhere = [s for s in with_kernels if id(s) not in _BACKGROUND]
     elsewhere.sort(key=lambda stage: -type(stage).compile_seconds)
     here = [_BACKGROUND.pop(id(s)) for s in with_kernels if id(s) in _BACKGROUND]
-    if executor.workers <= 1:
-        elsewhere = []  # compiled as the run goes (docstring)
+    if cached or executor.workers <= 1:
+        elsewhere = []  # loaded, or compiled, as the run goes (docstring)
     on_workers, left_over = elsewhere[: executor.workers], elsewhere[executor.workers :]
     with ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels") as pool:
         remote = pool.submit(executor.map, compile_stage, on_workers) if on_workers else None

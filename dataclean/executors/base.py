@@ -6,8 +6,10 @@ The stage contract's `FitContext` hands one to a barrier's `fit`; the run layer
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,3 +43,24 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """Release what the executor started (an embedded Ray); a no-op for the others."""
+
+
+class WorkQueue(Generic[T]):
+    """Work items shared by several takers (the driver and an executor's workers, while the
+    executor starts: `dataclean.session`): each item is taken once, in order, with its index."""
+
+    def __init__(self, items: Iterable[T]) -> None:
+        self._items = deque(enumerate(items))
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[int, T] | None:
+        """The next (index, item), or None when every item is taken or the queue is closed."""
+        with self._lock:
+            return self._items.popleft() if self._items else None
+
+    def close(self) -> list[tuple[int, T]]:
+        """Take every item left (no taker gets another); returns them."""
+        with self._lock:
+            left = list(self._items)
+            self._items.clear()
+            return left

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from dataclean.errors import DatacleanError, ExecutorError
 from dataclean.executors import ray_watchdog
+from dataclean.executors.base import WorkQueue
 from dataclean.executors.ray_startup import (
     loopback_only,
     quick_node_wait,
@@ -52,6 +53,11 @@ def _call_item(wrapped: list[Any], item: T) -> Any:
     """A plain Ray task. The function comes by reference (wrapped in a list, so Ray does not
     resolve it) and is kept per worker process: a process that runs several items of one map
     deserializes the function, and loads its stages' models, once."""
+    return _function(wrapped)(item)
+
+
+def _function(wrapped: list[Any]) -> Any:
+    """The map's function in this worker process: deserialized (its stages' models loaded) once."""
     import ray
 
     key = wrapped[0].hex()
@@ -59,7 +65,15 @@ def _call_item(wrapped: list[Any], item: T) -> Any:
     if fn is None:
         _FUNCTIONS.clear()  # one map at a time: drop the previous map's function and models
         fn = _FUNCTIONS[key] = ray.get(wrapped[0])
-    return fn(item)
+    return fn
+
+
+def _warm(wrapped: list[Any], _slot: int) -> None:
+    """A task that readies a worker for the map's items: the function loaded, and its `warm()`
+    (loading models) run where it has one."""
+    warm = getattr(_function(wrapped), "warm", None)
+    if warm is not None:
+        warm()
 
 
 def _result(ref: Any) -> Any:
@@ -132,34 +146,55 @@ class RayExecutor:
         on_result: Callable[[int, R], None] | None = None,
         light: bool = False,
     ) -> list[R]:
-        import ray
-
         if not items:
             return []
+        results = self.map_queue(fn, WorkQueue(items), on_result)
+        return [results[i] for i in range(len(items))]
+
+    def map_queue(
+        self,
+        fn: Callable[[T], R],
+        queue: WorkQueue[T],
+        on_result: Callable[[int, R], None] | None = None,
+        on_warm: Callable[[], None] | None = None,
+    ) -> dict[int, R]:
+        """Run items taken from `queue` (shared with another taker: `dataclean.session`) until
+        it is empty; {index: result} of those this executor ran. With `on_warm`, every worker
+        first loads the function (and runs its `warm()`: a `GroupWorker` loads its models)
+        before any takes an item, and `on_warm` is called then: the other taker goes on until
+        then, rather than wait for a worker's start on its first item."""
+        import ray
+
         for module in list(sys.modules.values()):
             if getattr(module, "__dataclean_recipe__", False):  # a user's recipe file
                 ray.cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
-        return self._tasks(fn, items, on_result)
+        function = ray.put(fn)
+        if on_warm is not None:
+            warm: Any = ray.remote(_warm).options(num_cpus=1, max_retries=3)
+            for ref in [warm.remote([function], slot) for slot in range(self.workers)]:
+                _result(ref)
+            on_warm()
+        return self._tasks(function, queue, on_result)
 
     def _tasks(
-        self, fn: Callable[[T], R], items: Sequence[T], on_result: Callable[[int, R], None] | None
-    ) -> list[R]:
+        self, function: Any, queue: WorkQueue[T], on_result: Callable[[int, R], None] | None
+    ) -> dict[int, R]:
         """Plain Ray tasks, retried if their worker process dies, at most `workers` in flight."""
         import ray
 
-        function = ray.put(fn)
         remote: Any = ray.remote(_call_item).options(num_cpus=1, max_retries=3)
         pending: dict[Any, int] = {}
         results: dict[int, R] = {}
-        queue = list(enumerate(items))
 
         def submit() -> None:
-            while queue and len(pending) < self.workers:
-                index, item = queue.pop(0)
-                pending[remote.remote([function], item)] = index
+            while len(pending) < self.workers:
+                taken = queue.take()
+                if taken is None:
+                    return
+                pending[remote.remote([function], taken[1])] = taken[0]
 
-        while queue or pending:
-            submit()
+        submit()
+        while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             finished = [pending.pop(ref) for ref in done]
             for index, ref in zip(finished, done, strict=True):
@@ -168,7 +203,7 @@ class RayExecutor:
             if on_result is not None:
                 for index in finished:
                     on_result(index, results[index])
-        return [results[i] for i in range(len(items))]
+        return results
 
     def close(self) -> None:
         """Stop the embedded Ray if this executor started it."""

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from dataclean.errors import ExecutorError
-from tests.conftest import ROOT, read_rows, write_jsonl
+from dataclean.executors import ray_watchdog
+from tests.conftest import ROOT, message_lines, read_rows, write_jsonl
 
 psutil = pytest.importorskip("psutil")
 
@@ -80,14 +81,37 @@ def test_watchdog_kills_a_dead_drivers_children_and_spares_a_closed_one(tmp_path
                 child.kill()
 
 
+SLOW_RECIPE = """
+import time
+from typing import ClassVar
+from dataclean.stage import Stage
+
+class Slow(Stage):
+    name: ClassVar[str] = "slow"
+
+    def __call__(self, table):
+        time.sleep(0.5)  # a run that lasts until its Ray is up, whoever runs its shards
+        return table
+
+STAGES = [Slow()]
+"""
+
+
+def _slow_recipe(folder: Path) -> Path:
+    recipe = folder / "slow.py"
+    recipe.write_text(SLOW_RECIPE)
+    return recipe
+
+
 def _killed_when(tmp_path: Path, up: str) -> list[Any]:
     """Start `dataclean run` on the default executor, kill it with -9 once a process named `up`
     runs under it, and return what ran under it then and is still there 10 s later."""
-    source = write_jsonl(
-        tmp_path / "in.jsonl", [{"text": f"Document {i} with some words."} for i in range(50)]
-    )
+    source = tmp_path / "in"
+    source.mkdir()
+    for shard in range(40):
+        write_jsonl(source / f"{shard}.jsonl", [{"text": f"Document {shard} with some words."}])
     driver = subprocess.Popen(
-        _run_command(source, tmp_path / "out"),
+        [*_run_command(source, tmp_path / "out")[:-2], "--pipeline", str(_slow_recipe(tmp_path))],
         env=_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -152,3 +176,52 @@ def test_a_worker_that_keeps_dying_is_one_line(ray_executor: Any) -> None:
     ) as raised:
         ray_executor.map(_die, [1])
     assert "\n" not in str(raised.value) and ExecutorError.exit_code == 4
+
+
+def _marked_processes(driver: int) -> list[int]:
+    """Processes carrying `driver`'s mark (`ray_watchdog.MARK`): what its embedded Ray started."""
+    mark = f"{ray_watchdog.MARK}={driver}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as environ:
+                    if mark in environ.read().split(b"\0"):
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_setting_error_on_the_default_executor_does_not_wait_for_ray(tmp_path: Path) -> None:
+    """A bad `--set` value is found before the embedded Ray starts: one line and exit 2, Ray not
+    started at all."""
+    source = write_jsonl(tmp_path / "in.jsonl", [{"text": "Some words."}])
+    command = [sys.executable, "-m", "dataclean", "run", str(source), "-o", str(tmp_path / "out")]
+    run = subprocess.run(
+        [*command, "--set", "language.keep=zz"], env=_env(), capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 2, run.stderr
+    lines = message_lines(run.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: language.keep: 'zz' is not a language code")
+    assert "Ray" not in run.stderr
+
+
+def test_nothing_ray_started_for_a_failed_run_outlives_it(tmp_path: Path) -> None:
+    """A run that fails while its Ray starts (its one input is a shard broken at its first line,
+    which the driver reads before Ray is up), watched: once the driver exits, every process
+    carrying its mark (Ray's GCS, raylet, workers, agents, the watchdog) is gone within 10 s."""
+    source = tmp_path / "in.jsonl"
+    source.write_text("{broken\n")
+    command = [sys.executable, "-m", "dataclean", "run", str(source), "-o", str(tmp_path / "out")]
+    driver = subprocess.Popen(command, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen: set[int] = set()
+    while driver.poll() is None:
+        seen.update(_marked_processes(driver.pid))
+        time.sleep(0.05)
+    assert driver.returncode == 2
+    deadline = time.monotonic() + 10
+    while _marked_processes(driver.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert seen, "the run failed before its Ray started: nothing to watch"
+    assert _marked_processes(driver.pid) == [], f"left of {len(seen)} seen"

@@ -3,15 +3,20 @@ report written while it closes, and everything closed when something fails."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.session import Session
+from dataclean.executors.local import LocalExecutor
+from dataclean.progress import Silent
+from dataclean.session import Session, _Starting
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from dataclean.stages.language import IdentifyLanguage
@@ -54,3 +59,56 @@ class _NeedsLang(Stage):
 
     def __call__(self, table: pa.Table) -> pa.Table:
         return table
+
+
+# A map before the executor is up (`dataclean.session._Starting`): this process runs items until
+# the executor's workers are ready, they take the rest; in order, each item once.
+_UP = threading.Event()
+_DRIVER = os.getpid()
+
+
+class _Slow:
+    """Each item: (item, the process that ran it), after 0.2 s; in the test's own process the
+    second item lets the executor start."""
+
+    def __init__(self) -> None:
+        self.ran = 0
+
+    def __call__(self, item: int) -> tuple[int, int]:
+        if os.getpid() == _DRIVER:
+            self.ran += 1
+            if self.ran == 2:
+                _UP.set()
+        time.sleep(0.2)
+        return item, os.getpid()
+
+
+def _started_when_up(executor: Any) -> Any:
+    _UP.wait(60)
+    return executor
+
+
+def test_a_map_before_the_executor_is_up_runs_here_then_on_its_workers(ray_executor: Any) -> None:
+    _UP.clear()
+    seen: list[int] = []
+    starting = _Starting(lambda: _started_when_up(ray_executor), 2, Silent())
+    results = starting.map(_Slow(), list(range(24)), on_result=lambda index, _: seen.append(index))
+    assert [item for item, _ in results] == list(range(24)) and sorted(seen) == list(range(24))
+    ran_where = {pid for _, pid in results}
+    assert _DRIVER in ran_where and len(ran_where) > 1  # here first, then Ray's workers
+    assert starting.map(abs, [-1, -2]) == [1, 2]  # once up, maps go to the executor
+
+
+class _FailsHere:
+    def __call__(self, item: int) -> int:
+        if item == 1:
+            raise ConfigError("item 1 is bad")
+        return item
+
+
+def test_an_error_in_this_process_ends_the_shared_map() -> None:
+    never = threading.Event()
+    starting = _Starting(lambda: never.wait(60) or LocalExecutor(), 2, Silent())  # type: ignore[func-returns-value]
+    with pytest.raises(ConfigError, match="item 1 is bad"):
+        starting.map(_FailsHere(), [0, 1, 2, 3])
+    never.set()
