@@ -30,7 +30,9 @@ RUN_LAYER = (
     "dataclean.session",
     "dataclean.warmup",
     "dataclean.kernel_cache",
+    "dataclean.progress",
     "dataclean.cli",
+    "dataclean.cli_progress",
     "dataclean.recipes",
 )
 EXECUTORS = ("dataclean.executors",)
@@ -72,11 +74,11 @@ PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "stages": (("stages",), (*RUN_LAYER, *EXECUTORS, *RAY)),
     "run layer": (
-        ("run.py", "runner.py", "session.py", "warmup.py", "kernel_cache.py", "recipes.py"),
+        ("run.py", "runner.py", "session.py", "warmup.py", "kernel_cache.py", "progress.py", "recipes.py"),
         (*STAGES, *RAY),
     ),
     # The top: it may name stage types (its shorthand options find their stage by type).
-    "cli": (("cli.py",), (*RAY, "dataclean.executors.local", "dataclean.executors.ray", "dataclean.runner")),
+    "cli": (("cli.py", "cli_progress.py"), (*RAY, "dataclean.executors.local", "dataclean.executors.ray", "dataclean.runner")),
     "executors": (("executors",), (*STAGES, *RUN_LAYER)),
     "package": (("__init__.py", "__main__.py"), (*STAGES, *RAY)),
 }
