@@ -50,7 +50,7 @@ _P2 = np.uint64(14029467366897019727)
 _P3 = np.uint64(1609587929392839161)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _combine(tokens: np.ndarray, start: int, count: int, stream: int) -> np.uint64:
     acc = np.uint64(count) ^ (np.uint64(stream + 1) * _P3)
     for i in range(start, start + count):
@@ -63,7 +63,7 @@ def _combine(tokens: np.ndarray, start: int, count: int, stream: int) -> np.uint
     return acc ^ (acc >> np.uint64(32))
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _ngrams_kernel(
     data: np.ndarray,
     offsets: np.ndarray,

@@ -23,7 +23,7 @@ def _find(parent: np.ndarray, node: int) -> int:
     return node
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _union_edges(parent: np.ndarray, edges: np.ndarray) -> int:
     merged = 0
     for i in range(edges.shape[0]):
@@ -38,13 +38,13 @@ def _union_edges(parent: np.ndarray, edges: np.ndarray) -> int:
     return merged
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _flatten(parent: np.ndarray) -> None:
     for i in range(len(parent)):
         parent[i] = parent[parent[i]]
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _label_in_place(parent: np.ndarray, grouped: np.ndarray) -> None:
     """-1 for each node alone in its component; `grouped` is zeros (`dataclean.jit`)."""
     for i in range(len(parent)):

@@ -68,7 +68,7 @@ def _merge64(acc: np.uint64, val: np.uint64) -> np.uint64:
     return acc * _P64_1 + _P64_4
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def xxh64(buf: np.ndarray, start: int, end: int, seed: int) -> np.uint64:
     """XXH64 of `buf[start:end]` (a uint8 array), equal to `xxhash.xxh64_intdigest`."""
     length = end - start

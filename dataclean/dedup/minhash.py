@@ -82,7 +82,7 @@ def _min_permuted(mixed: np.ndarray, count: int, a: np.ndarray, b: np.ndarray, o
         j += 1
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _signature_kernel(
     data: np.ndarray,
     offsets: np.ndarray,
@@ -159,7 +159,7 @@ def signatures(
     return signatures, hash_offsets, kept[: hash_offsets[-1]].copy()
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _band_key_kernel(raw: np.ndarray, bands: int, rows: int, keys: np.ndarray) -> None:
     """keys[i, band]: XXH64 of the band's bytes in raw[i] (each signature's uint32 values as bytes)."""
     for i in range(raw.shape[0]):

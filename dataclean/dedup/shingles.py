@@ -89,7 +89,7 @@ def _tables(fold: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     return mapping, classes
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _normalize_kernel(
     data: np.ndarray,
     offsets: np.ndarray,
@@ -350,9 +350,9 @@ def _shingle_hashes(tokens: np.ndarray, count: int, ngram_size: int, out: np.nda
 
 
 # Each compiled twice (`dataclean.jit`): for Python callers, and for the signature kernel.
-token_hashes = nb.njit(cache=True)(_token_hashes)
+token_hashes = nb.njit(cache=True, nogil=True)(_token_hashes)
 token_hashes_helper = helper(_token_hashes)
-shingle_hashes = nb.njit(cache=True)(_shingle_hashes)
+shingle_hashes = nb.njit(cache=True, nogil=True)(_shingle_hashes)
 shingle_hashes_helper = helper(_shingle_hashes)
 
 

@@ -167,7 +167,7 @@ def _sorted_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, n
     return out[:used], out_offsets
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _sorted_set_kernel(values, offsets, out, out_offsets, counts, scratch):  # type: ignore[no-untyped-def]
     """`_sorted_sets` into arrays it allocates (`dataclean.jit`); returns the values written.
 
@@ -233,7 +233,7 @@ def _jaccard_of(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> floa
 
 
 # Compiled twice (`dataclean.jit`): for Python callers (tests, benchmarks) and for `_decide_kernel`.
-_jaccard = nb.njit(cache=True)(_jaccard_of)
+_jaccard = nb.njit(cache=True, nogil=True)(_jaccard_of)
 _jaccard_helper = helper(_jaccard_of)
 
 
@@ -266,7 +266,7 @@ def _slot(keys: np.ndarray, filled: np.ndarray, key: np.uint64, bits: int) -> in
     return i
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _decide_kernel(
     earlier: np.ndarray,
     exact_hash: np.ndarray,

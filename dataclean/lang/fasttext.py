@@ -182,7 +182,7 @@ def _is_space(byte: np.uint8) -> bool:
     return byte == 32 or byte == 10 or byte == 13 or byte == 9 or byte == 11 or byte == 12 or byte == 0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _sample_end_kernel(data: np.ndarray, offsets: np.ndarray, max_chars: int, ends: np.ndarray) -> None:
     n = len(offsets) - 1
     for t in range(n):
@@ -205,7 +205,7 @@ def _sample_ends(data: np.ndarray, offsets: np.ndarray, max_chars: int) -> np.nd
     return ends
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _hidden_kernel(
     data: np.ndarray,
     offsets: np.ndarray,

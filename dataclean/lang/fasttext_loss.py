@@ -68,7 +68,7 @@ def _reported(p: np.float32) -> np.float32:
     return np.exp(np.float32(np.log(np.float64(p) + 1e-5)))
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _tree_kernel(
     hiddens: np.ndarray,
     output: np.ndarray,
@@ -139,7 +139,7 @@ def _tree_predict(
     return top, top_prob, wanted_prob
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _softmax_kernel(hiddens: np.ndarray, output: np.ndarray, probs: np.ndarray) -> None:
     """`SoftmaxLoss::computeOutput`, then what `predict` reports, into probs [texts, labels]."""
     nlabels = output.shape[0]
@@ -160,7 +160,7 @@ def _softmax_kernel(hiddens: np.ndarray, output: np.ndarray, probs: np.ndarray) 
             probs[t, label] = _reported(probs[t, label] / total)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _sigmoid_kernel(hiddens: np.ndarray, output: np.ndarray, table: np.ndarray, probs: np.ndarray) -> None:
     """`BinaryLogisticLoss::computeOutput` (each label's tabled sigmoid), then what `predict`
     reports, into probs [texts, labels]."""

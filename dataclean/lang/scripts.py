@@ -36,7 +36,7 @@ def _classes() -> np.ndarray:
     return table
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _count_kernel(
     data: np.ndarray, offsets: np.ndarray, max_chars: int, classes: np.ndarray, counts: np.ndarray
 ) -> None:

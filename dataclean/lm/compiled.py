@@ -88,7 +88,7 @@ def _decode_utf8(data, position, stop):  # type: ignore[no-untyped-def]
     return code, position + size
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _normalize(data, offsets, row, index, pool, expansion, char_ids, codes, ids, ends, unsafe):  # type: ignore[no-untyped-def]
     """Normalize texts from `row` on while they surely fit in `codes`, into words.
 
@@ -141,7 +141,7 @@ def _normalize(data, offsets, row, index, pool, expansion, char_ids, codes, ids,
     return row, n_words
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n_lines):  # type: ignore[no-untyped-def]
     """Write the pieces of the words `_normalize` made, one line per "\n"; record each line's
     text and pieces in lines. Returns (bytes used, lines)."""

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _best_fit_kernel(  # type: ignore[no-untyped-def]
     order, lengths, capacity, bin_of, room, tree, heads, next_bin
 ):  # pragma: no cover - compiled

@@ -147,7 +147,7 @@ def _inside_run(cuts, first, last, s, e):  # type: ignore[no-untyped-def]
     return False
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _signals_kernel(  # type: ignore[no-untyped-def]
     data,
     offsets,

@@ -428,7 +428,7 @@ def tokenize(cps, s, e, flags, tables, han, out, stack):  # type: ignore[no-unty
     return n
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _words_kernel(cps, flags, tables, han, out, stack):  # type: ignore[no-untyped-def]
     return tokenize(cps, 0, len(cps), flags, tables, han, out, stack)
 

@@ -107,7 +107,7 @@ def pair_masks() -> tuple[np.ndarray, np.ndarray]:
     return lead, continuation
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _pair_kernel(data, offsets, lead, continuation, found):  # type: ignore[no-untyped-def]
     """Into `found` (zeros, allocated by the caller: `dataclean.jit`), which texts hold a pair."""
     for text in range(len(offsets) - 1):

@@ -132,7 +132,7 @@ def _ascii_flags() -> np.ndarray:
     return flags
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _noise_kernel(data, offsets, classes, ratios, flags, limit, scores, encoded, lengths):  # type: ignore[no-untyped-def]
     """Per text, over its first `limit` characters: mean log ratio per character, characters in
     base64/hex runs, and characters (`noise_scores`); `ratios` flattened [previous * classes + class]."""

@@ -85,7 +85,7 @@ def _entity_at(data, i, stop):  # type: ignore[no-untyped-def]
     return False
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _removal_kernel(data, offsets, classes, lead, continuation, find_pairs, out, new_offsets, counts, flags):  # type: ignore[no-untyped-def]
     """The pass over every text (`removal_pass`), into arrays the caller allocates (zeros but
     `out`; `dataclean.jit`): counts[:, 0..2] changed, garbage and all characters, flags[:, 0..2]
