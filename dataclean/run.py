@@ -43,6 +43,8 @@ from dataclean.stage import FitContext, GlobalStage, Stage
 from dataclean.stats import summarize
 from dataclean.warmup import compile_estimate, compile_kernels, kernel_stages
 
+# About how long an embedded Ray takes to start on 2 busy cores (measured here: 2.5-4.5 s).
+RAY_START_SECONDS = 3.0
 # In the stats `run_pipeline` returns when OUT already holds this run, complete: nothing was run.
 ALREADY_COMPLETE = "already_complete"
 log = logging.getLogger(__name__)
@@ -348,6 +350,8 @@ def _compile(stages: Sequence[Stage], executor: Executor, progress: RunProgress)
     cached = kernels_cached(kinds)
     if not cached:
         estimate = compile_estimate(stages, executor.workers)
+        if getattr(executor, "starting", False):
+            estimate += RAY_START_SECONDS  # its workers compile once it is up
         progress.step(f"compiling kernels: first run only, about {estimate:.0f} s")
     compile_kernels(stages, executor, cached)  # each kernel once, on the workers (dataclean.warmup)
     if not cached:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -154,6 +154,10 @@ class GroupWorker:
     redactor: Stage | None = None
     unredacted: frozenset[str] = frozenset()
     _ready: bool = field(default=False, init=False, repr=False)
+    # Its tasks may run in the driver while the executor starts (`dataclean.session`): each
+    # writes its own files, the same wherever it runs. (Compiling kernels ahead, say, may not:
+    # that is the workers' to do in parallel.)
+    shareable: ClassVar[bool] = True
 
     def warm(self) -> None:
         """Load the stages' models (`Stage.setup`), once per process: before its first task, or

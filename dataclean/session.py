@@ -52,8 +52,9 @@ class _Starting:
     """The executor, started in a thread; meanwhile the run goes on in this process.
 
     What needs the executor first waits for it (and says so if that is a wait), so everything
-    checked before that is checked while it starts. A `map` called before it is up does not wait:
-    this process runs the items one by one (on a copy of the function: the original still ships
+    checked before that is checked while it starts. A `map` of a function marked `shareable`
+    (`dataclean.runner.GroupWorker`: a group of stages over shards) called before it is up does
+    not wait: this process runs the items one by one (on a copy of the function: the original still ships
     with no model loaded) until the executor is up and its workers have loaded the function and
     its models (`RayExecutor.map_queue`), then they take the others from the same queue
     (`WorkQueue`) and this process finishes the item it runs.
@@ -90,6 +91,11 @@ class _Starting:
         return self._future.result()
 
     @property
+    def starting(self) -> bool:
+        """Whether the executor is still starting."""
+        return not self._future.done()
+
+    @property
     def workers(self) -> int:
         """The workers asked for (an embedded Ray has them), else the started executor's."""
         return self._workers if self._workers is not None else self.ready().workers
@@ -101,7 +107,7 @@ class _Starting:
         on_result: Callable[[int, R], None] | None = None,
         light: bool = False,
     ) -> list[R]:
-        if self._future.done() or not items:
+        if self._future.done() or not items or not getattr(fn, "shareable", False):
             return self.ready().map(fn, items, on_result, light)
         return _Shared(fn, items, on_result).run(self._future)
 

@@ -71,6 +71,8 @@ class _Slow:
     """Each item: (item, the process that ran it), after 0.2 s; in the test's own process the
     second item lets the executor start."""
 
+    shareable = True  # as a GroupWorker is
+
     def __init__(self) -> None:
         self.ran = 0
 
@@ -100,6 +102,8 @@ def test_a_map_before_the_executor_is_up_runs_here_then_on_its_workers(ray_execu
 
 
 class _FailsHere:
+    shareable = True
+
     def __call__(self, item: int) -> int:
         if item == 1:
             raise ConfigError("item 1 is bad")
