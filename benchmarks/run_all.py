@@ -23,7 +23,8 @@ Rates are per core: MB (UTF-8 text) / (seconds x cores).
      MinHash dedup -> CCNet perplexity stats -> writer, LocalPipelineExecutor).
    The "pipeline:" rows compare each tool's own per-step seconds in the same round (summed over
    workers; dataclean's dedup includes writing its summaries, as datatrove's stage 1 includes
-   writing its signatures).
+   writing its signatures). Each pipeline's fixed cost per run follows the table: its wall
+   seconds beyond its steps' seconds shared over the 2 workers (benchmarks/startup.py).
 2. Dedup alone (bench_dedup.compare): `dataclean run --only dedup` against datatrove's four MinHash
    stages, both cold in fresh processes.
 3. Dedup quality of both tools in 1 and 2, against one truth written apart from dataclean
@@ -65,6 +66,7 @@ from benchmarks import bench_dedup, reference_dedup  # noqa: E402
 from benchmarks import corpus as data  # noqa: E402
 from benchmarks.bench_scale import run_config, run_measured  # noqa: E402
 from benchmarks.measure import Measurement, comparison  # noqa: E402
+from benchmarks.startup import fixed_cost  # noqa: E402
 
 WORKERS = 2
 THRESHOLD = bench_dedup.THRESHOLD
@@ -249,7 +251,21 @@ def compare_pipelines(
         name: [{k: v for k, v in run.items() if k != "stats"} for run in runs_]
         for name, runs_ in found.items()
     }
-    return {"rows": rows, "quality": quality, "pipelines": details}
+    return {"rows": rows, "quality": quality, "pipelines": details, "fixed": fixed_costs(found)}
+
+
+def fixed_costs(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]:
+    """Per pipeline and round, the wall seconds beyond its steps' own seconds shared over the
+    workers (`benchmarks/startup.fixed_cost`): dataclean's stages (fits included) from its
+    stats.json, datatrove's steps from its own stats (each process's imports and the executor
+    around them are the fixed cost of both)."""
+    found: dict[str, list[float]] = {}
+    for name, rounds in runs.items():
+        if name == "datatrove":
+            found[name] = [run["seconds"] - sum(run["step_seconds"].values()) / WORKERS for run in rounds]
+        else:
+            found[name] = [fixed_cost(run["seconds"], run["stats"], WORKERS) for run in rounds]
+    return found
 
 
 def dedup_rows(corpus: Path, work: Path, runs: int, shards: int, note: str, known: Any) -> dict[str, Any]:
@@ -427,6 +443,7 @@ def main() -> None:
         report["rows"] += pipelines["rows"]
         report["quality"]["same-stages pipelines"] = pipelines["quality"]
         report["pipelines"] = pipelines["pipelines"]
+        report["fixed_cost"] = pipelines["fixed"]
         print(f"dedup alone, {runs} round(s) ...", flush=True)
         dedup = dedup_rows(corpus, work, runs, args.shards, note, known)
         report["rows"].append(dedup["row"])
@@ -448,6 +465,11 @@ def main() -> None:
         print()
     for name, found in report.get("pipelines", {}).items():
         print(f"{name}: wall seconds per round {[round(run['seconds'], 1) for run in found]}")
+    for name, fixed in report.get("fixed_cost", {}).items():
+        print(
+            f"{name}: fixed cost per run (wall - stage seconds / {WORKERS} workers), median "
+            f"{statistics.median(fixed):.1f} s, per round {[round(value, 1) for value in fixed]}"
+        )
     print(
         f"{report['seconds']} s in all; 1-minute load average {report['load_start'][0]:.1f} at the start, "
         f"{report['load_end'][0]:.1f} at the end"
