@@ -437,7 +437,7 @@ class TrainingGuard:
                 found[sample_id] = value
         lacking = [i for i in blamed if i not in found]
         if lacking and self.corpus is not None:
-            rows, _ = read_corpus_rows(self.corpus, lacking)
+            rows, _ = read_corpus_rows(Path(self.corpus), lacking)
             keys, values = rows.column(C.ID).to_pylist(), rows.column(C.TEXT_HASH).to_pylist()
             found |= dict(zip(keys, values, strict=True))
         return found

@@ -37,10 +37,11 @@ def _portable(value: Any) -> Any:
 
 def rng_state() -> dict[str, Any]:
     """Every global random generator's state."""
-    name, key, position, has_gauss, gauss = np.random.get_state(legacy=True)  # type: ignore[misc]
+    legacy: tuple[Any, ...] = tuple(np.random.get_state(legacy=True))
+    name, key, position, has_gauss, gauss = legacy
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": [name, key.tolist(), int(position), int(has_gauss), float(gauss)],
+        "numpy": [name, np.asarray(key).tolist(), int(position), int(has_gauss), float(gauss)],
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():

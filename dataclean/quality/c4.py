@@ -185,7 +185,7 @@ def _phrases(buf, s, e, patterns, offsets, first_chars):  # type: ignore[no-unty
 
 
 @helper
-def c4_outcome(
+def c4_outcome(  # type: ignore[no-untyped-def]  # (a numba helper: numba types its arguments)
     cps,
     length,
     flags,
@@ -201,7 +201,7 @@ def c4_outcome(
     tokens,
     line_tokens,
     stack,
-):  # type: ignore[no-untyped-def]
+):
     """C4QualityFilter's document-level outcome over `text.splitlines()`: (0, sentences of the
     kept lines), or (1, 0) for lorem ipsum, (2, 0) for a curly bracket in a line that reached
     those tests. `tokens` are the document's words: a line without citations reuses its own."""

@@ -136,7 +136,8 @@ class QualityTables:
 
 @lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
-    return json.loads((TABLES / "thresholds.json").read_text(encoding="utf-8"))
+    shipped: dict[str, Any] = json.loads((TABLES / "thresholds.json").read_text(encoding="utf-8"))
+    return shipped
 
 
 def build_tables(overrides: dict[str, Any], per_language: Sequence[str]) -> QualityTables:

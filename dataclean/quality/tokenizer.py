@@ -89,7 +89,7 @@ def tokenizer_tables() -> Tables:
             rows.append((fnv_hash(text), [int(n) for n in lengths.split(",")], int(pieces), len(text)))
     offsets = np.zeros(len(rows) + 1, np.int64)
     offsets[1:] = np.cumsum([len(row[1]) for row in rows])
-    lengths = np.array([n for row in rows for n in row[1]], np.int64)
+    piece_lengths = np.array([n for row in rows for n in row[1]], np.int64)
     specials = hash_set([row[0] for row in rows])
     split_keys, _ = hash_set([row[0] for row in rows if row[2]])
     split = (split_keys, np.array([_index(specials, int(h)) for h in split_keys], np.int64))
@@ -97,7 +97,7 @@ def tokenizer_tables() -> Tables:
     return (
         specials,
         offsets,
-        lengths,
+        piece_lengths,
         hash_set(sorted({fnv_hash(p) for p in suffixes})),
         max(len(p) for p in suffixes),
         split,

@@ -255,7 +255,7 @@ def test_run_cli_options_for_model_and_thresholds(tmp_path: Path) -> None:
     params = {stage["stage"]: stage["params"] for stage in manifest["config"]["stages"]}
     assert params["perplexity"]["models"] == ["zh=off"]
     assert params["perplexity_filter"]["max_ppl"] == ["en=1.5"]
-    bad = CliRunner().invoke(cli, [*args[:4], str(tmp_path / "p"), *args[5:], "--drop-ppl-fraction", "2"])
+    bad = CliRunner().invoke(cli, [*args[:3], str(tmp_path / "p"), *args[4:], "--drop-ppl-fraction", "2"])
     assert bad.exit_code == 2 and "drop_fraction" in bad.output
 
 
