@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,62 @@ def test_rerun_into_a_finished_output_says_so(tmp_path: Path) -> None:
     lines = output.splitlines()
     assert lines[-1] == expected + "1 rows kept. --overwrite runs it again."
     assert all(PROGRESS_LINE.match(line) for line in lines[:-1])  # no old wall time, no table
+
+
+class _Lines:
+    """A `RunProgress` that keeps what a run says, as the display would show it."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def step(self, text: str) -> None:
+        self.said.append(text)
+
+    def group(self, label: str, shards: int, skipped: int) -> None:
+        self.said.append(f"{label}: {shards} shards, {skipped} skipped")
+
+    def task(self, label: str, rows: int, text_bytes: int) -> None:
+        self.said.append(f"{label}: task of {rows} rows")
+
+
+def test_progress_lines_say_what_the_run_does_in_order(tmp_path: Path) -> None:
+    # Piped (CliRunner is no terminal): stamped lines, each step in the order the run takes it.
+    code, output = _invoke("run", str(SAMPLE), "-o", str(tmp_path / "out"), "--executor", "local")
+    assert code == 0, output
+    said = [PROGRESS_LINE.sub("", line) for line in output.splitlines() if PROGRESS_LINE.match(line)]
+    assert said[0] == "loading stages" and said[1] == "3 input files, 1.1 MB"
+    groups = [line for line in said if " " not in line]
+    assert groups == ["clean..dedup", "dedup..perplexity_filter", "perplexity_filter..quarantine"]
+    for group in groups:  # each group's own line when it ends: shards, rows, MB, MB/s
+        assert re.fullmatch(
+            rf"{re.escape(group)}: 3/3 shards, [\d,]+ rows, [\d.]+ MB, [\d.]+ MB/s",
+            said[said.index(group) + 1],
+        )
+    assert said.index("dedup: fitting over the whole corpus") > said.index("clean..dedup")
+    assert said[-2:] == ["writing stats", "writing report"]
+    code, quiet = _invoke("run", str(SAMPLE), "-o", str(tmp_path / "q"), "--executor", "local", "--quiet")
+    assert code == 0 and not PROGRESS_LINE.search(quiet) and quiet.startswith("wrote ")
+
+
+def test_a_resumed_run_says_so_and_what_it_skips(tmp_path: Path) -> None:
+    from dataclean.executors.local import LocalExecutor
+    from dataclean.io.layout import Layout
+    from dataclean.recipes import load_recipe
+    from dataclean.run import run_pipeline
+
+    source = tmp_path / "in"
+    source.mkdir()
+    for shard in range(3):
+        write_jsonl(source / f"{shard}.jsonl", [{"text": f"Shard {shard} holds a few plain words."}])
+    out = tmp_path / "out"
+    stages = [stage for stage in load_recipe("default") if stage.name in ("clean", "dedup")]
+    run_pipeline([str(source)], str(out), stages, LocalExecutor(), keep_work=True, report=False)
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**manifest, "complete": False}))  # as if it stopped
+    Path(Layout(str(out)).done_marker(1, 2)).unlink()  # before the last shard of the last group
+    lines = _Lines()
+    again = [stage for stage in load_recipe("default") if stage.name in ("clean", "dedup")]
+    run_pipeline([str(source)], str(out), again, LocalExecutor(), progress=lines, report=False)
+    assert lines.said[0] == f"resuming the run in {out} (same config): 3 input files, 0.0 MB"
+    assert "clean..dedup: 3 shards, 3 skipped" in lines.said  # nothing left to do there
+    assert "dedup: 3 shards, 2 skipped" in lines.said and lines.said.count("dedup: task of 1 rows") == 1
