@@ -78,18 +78,16 @@ PARTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (*STAGES, *RAY),
     ),
     # The top: it may name stage types (its shorthand options find their stage by type).
-    "cli": (("cli.py", "cli_progress.py"), (*RAY, "dataclean.executors.local", "dataclean.executors.ray", "dataclean.runner")),
+    "cli": (
+        ("cli.py", "cli_progress.py"),
+        (*RAY, "dataclean.executors.local", "dataclean.executors.ray", "dataclean.runner"),
+    ),
     "executors": (("executors",), (*STAGES, *RUN_LAYER)),
     "package": (("__init__.py", "__main__.py"), (*STAGES, *RAY)),
 }
 RAY_MODULES = {"executors/ray.py", "executors/ray_startup.py"}
-# Known exceptions, to be removed: the report's excerpts show what the clean stage keeps of a row
-# with the stage's own pure functions, which belong in dataclean/text/ (a move left to the clean
-# stage's owner; each listed import is checked to be the only one).
-KNOWN = {
-    "report/evidence.py": {"dataclean.stages.clean", "dataclean.stages.clean.GARBAGE_CHARACTERS"},
-    "report/excerpts.py": {"dataclean.stages.clean", "dataclean.stages.clean.clean_text"},
-}
+# Known exceptions: none left (the report's excerpts use dataclean.text.cleaning, not the stage).
+KNOWN: dict[str, set[str]] = {}
 
 
 def _imports(path: Path) -> set[str]:

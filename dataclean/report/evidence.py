@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from dataclean.stages.clean import GARBAGE_CHARACTERS
+from dataclean.text.cleaning import GARBAGE_CHARACTERS
 
 _ENCODED = re.compile(r"(?=[A-Za-z+/=]*[0-9])[A-Za-z0-9+/]{24,}={0,2}")
 _REPEATED = re.compile(r"(.{1,13}?)\1{7,}", re.DOTALL)

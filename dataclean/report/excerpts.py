@@ -20,7 +20,7 @@ from dataclean.io.layout import EXCLUDED, QUARANTINED
 from dataclean.report.evidence import evidence_span, window
 from dataclean.report.scan import Output, id_hashes, reason_kinds, tables
 from dataclean.stage import reason_kind
-from dataclean.stages.clean import clean_text
+from dataclean.text.cleaning import clean_text
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,8 @@ Degenerate repetition ("hahaha...", "的的的...", the reason `clean:repetition
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -55,89 +53,26 @@ import pyarrow.compute as pc
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.stage import Stage, with_counts, with_drops
-from dataclean.text.escapes import strip_escape_sequences
-from dataclean.text.mojibake import mojibake_pair_flags, repair_lines
+from dataclean.text.cleaning import (
+    GARBAGE,
+    GARBAGE_CHARACTERS,
+    LINE_SEPARATORS,
+    PYTHON_ONLY,
+    REMOVE,
+    SPACES,
+    Normalization,
+    clean_parts,
+    clean_text,
+)
+from dataclean.text.mojibake import mojibake_pair_flags
 from dataclean.text.noise import noise_reasons
 from dataclean.text.removal import char_classes, removal_pass
 
-# Any character that the removal steps may change, or that counts as garbage: the fast-path test.
-_SUSPECT = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00a0\u00ad\u1680\u2000-\u200f\u2028-\u202f"
-    "\u205f-\u206f\u2500-\u25ff\u3000\ue000-\uf8ff\ufeff\ufffd\U000f0000-\U0010ffff]"
-)
-_GARBAGE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2500-\u25ff\ue000-\uf8ff\ufffd\U000f0000-\U0010ffff]"
-)
-# What counts as garbage, for the report's excerpts too (`dataclean.report.evidence`).
-GARBAGE_CHARACTERS = _GARBAGE
-_REMOVE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064"
-    "\u2066-\u206f\ufeff\ufffd]"
-)
-_SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
-_LINE_SEPARATORS = re.compile("\r\n?|[\u2028\u2029]")
-# ZWNJ/ZWJ next to ASCII or at an edge carry no meaning; between other characters they may.
-_EDGE_JOINERS = re.compile("(?:(?<=[\x00-\x7f])|^)[\u200c\u200d]+|[\u200c\u200d]+(?=[\x00-\x7f]|$)")
-# Characters that send a row down the Python path: what `repair_lines` looks for besides mojibake
-# pairs and HTML entities (C1 characters, Â/Ã before a lost continuation byte), ZWNJ/ZWJ and the
-# ESC that starts an escape sequence (`dataclean.text.escapes`).
-_PYTHON_ONLY = re.compile("[\x1b\u00c2\u00c3\u200c\u200d\x80-\x9f]")
-
-Normalization = Literal["none", "NFC", "NFKC"]
+# The pure function of this stage, and what counts as garbage, where they have always been imported
+# from (they live in dataclean.text.cleaning, which the report uses too).
+__all__ = ["ESCAPE_SEQUENCES", "GARBAGE_CHARACTERS", "CleanText", "Normalization", "clean_text"]
 # What the stage counts in the run's stats (`stats.json`: stages[clean].counts).
 ESCAPE_SEQUENCES = "escape_sequences"
-
-
-def _clean(
-    text: str,
-    normalization: Normalization,
-    fix_mojibake: bool,
-    unescape_html: bool,
-    may_have_pairs: bool = True,
-) -> tuple[str, int, int, int]:
-    """(cleaned text, characters removed or replaced, garbage characters before removal, escape
-    sequences removed); `may_have_pairs=False` when `mojibake_pair_flags` found no mojibake pair
-    in `text`. Escape sequences go first, whole, before their ESC would be removed alone."""
-    suspect = _SUSPECT.search(text)
-    sequences = escaped = 0
-    if suspect is not None and "\x1b" in text:
-        text, sequences, escaped = strip_escape_sequences(text)
-        suspect = _SUSPECT.search(text)
-    if fix_mojibake or unescape_html:
-        # Without suspect characters there is no C1 character for the repair to look for.
-        repaired = repair_lines(
-            text, fix_mojibake, unescape_html, may_have_c1=suspect is not None, may_have_pairs=may_have_pairs
-        )
-        if repaired is not text:
-            text, suspect = repaired, _SUSPECT.search(repaired)
-    if suspect is None:
-        if normalization != "none":
-            text = unicodedata.normalize(normalization, text)
-        return text, escaped, 0, sequences
-    # Every character the steps below count, remove or replace is a suspect one, and no step
-    # adds or removes another step's characters: collect the suspects in one scan, count the
-    # garbage among them, and run only the steps whose characters are there.
-    found = "".join(_SUSPECT.findall(text, suspect.start()))
-    garbage = len(_GARBAGE.findall(found))
-    lines = removed = spaces = joiners = 0
-    if "\r" in found or "\u2028" in found or "\u2029" in found:
-        text, lines = _LINE_SEPARATORS.subn("\n", text)
-    if _REMOVE.search(found):
-        text, removed = _REMOVE.subn("", text)
-    if _SPACES.search(found):
-        text, spaces = _SPACES.subn(" ", text)
-    if "\u200c" in found or "\u200d" in found:
-        text, joiners = _EDGE_JOINERS.subn("", text)
-    if normalization != "none":
-        text = unicodedata.normalize(normalization, text)
-    return text, escaped + lines + removed + spaces + joiners, garbage, sequences
-
-
-def clean_text(
-    text: str, normalization: Normalization = "none", fix_mojibake: bool = True, unescape_html: bool = True
-) -> str:
-    """Return `text` cleaned as the module docstring describes."""
-    return _clean(text, normalization, fix_mojibake, unescape_html)[0]
 
 
 @dataclass
@@ -204,7 +139,7 @@ class CleanText(Stage):
         changed: list[bool] = []
         sequences = np.zeros(n, np.int64)
         for row, text in zip(rows.tolist(), original.take(rows).to_pylist(), strict=True):
-            new, removed[row], garbage[row], sequences[row] = _clean(
+            new, removed[row], garbage[row], sequences[row] = clean_parts(
                 text, self.normalization, self.fix_mojibake, self.unescape_html, bool(pairs[row])
             )
             chars[row], blank[row] = len(text), not new or new.isspace()  # no stripped copy
@@ -256,7 +191,7 @@ def _string_column(column: pa.ChunkedArray) -> pa.Array:
 
 def _classes() -> np.ndarray:
     """What the removal steps do to each code point (`dataclean.text.removal.char_classes`)."""
-    return char_classes(_GARBAGE, _REMOVE, _SPACES, _LINE_SEPARATORS, _PYTHON_ONLY)
+    return char_classes(GARBAGE, REMOVE, SPACES, LINE_SEPARATORS, PYTHON_ONLY)
 
 
 def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

@@ -8,7 +8,8 @@ from ftfy.chardata import HTML_ENTITY_RE
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.stages.clean import CleanText, _clean, clean_text
+from dataclean.stages.clean import CleanText, clean_text
+from dataclean.text.cleaning import clean_parts
 
 
 # ESC (0x1B) starts an escape sequence: "\x1bc" is one (RIS), removed whole (tests/stages/test_escapes.py).
@@ -170,7 +171,7 @@ def test_stage_byte_pass_matches_clean_text_row_by_row() -> None:
         "\u00a0\n\t",
     ]
     out = CleanText()(_table(texts))
-    expected = [_clean(text, "none", True, True) for text in texts]
+    expected = [clean_parts(text, "none", True, True) for text in texts]
     reasons = out.column(C.DROP_REASON).to_pylist()
     # A dropped row keeps its text as it came in (for excluded/ and the report).
     assert out.column(C.TEXT).to_pylist() == [
