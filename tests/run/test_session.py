@@ -64,24 +64,32 @@ class _NeedsLang(Stage):
 # A map before the executor is up (`dataclean.session._Starting`): this process runs items until
 # the executor's workers are ready, they take the rest; in order, each item once.
 _UP = threading.Event()
-_DRIVER = os.getpid()
 
 
 class _Slow:
-    """Each item: (item, the process that ran it), after 0.2 s; in the test's own process the
-    second item lets the executor start."""
+    """Each item: (item, the process that ran it), after 0.1 s. In the test's own process the
+    second item lets the executor start, and the third waits (up to a minute) until a worker has
+    run an item (`ran_there`): a worker's start can take longer than this process's items on a
+    loaded machine, and both must take part."""
 
     shareable = True  # as a GroupWorker is
 
-    def __init__(self) -> None:
+    def __init__(self, ran_there: Path) -> None:
         self.ran = 0
+        self.ran_there = ran_there
+        self.here = os.getpid()  # the test's process (a worker imports this module as well)
 
     def __call__(self, item: int) -> tuple[int, int]:
-        if os.getpid() == _DRIVER:
+        if os.getpid() == self.here:
             self.ran += 1
             if self.ran == 2:
                 _UP.set()
-        time.sleep(0.2)
+            deadline = time.monotonic() + 60
+            while self.ran >= 3 and not self.ran_there.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        else:
+            self.ran_there.touch()
+        time.sleep(0.1)
         return item, os.getpid()
 
 
@@ -90,14 +98,17 @@ def _started_when_up(executor: Any) -> Any:
     return executor
 
 
-def test_a_map_before_the_executor_is_up_runs_here_then_on_its_workers(ray_executor: Any) -> None:
+def test_a_map_before_the_executor_is_up_runs_here_then_on_its_workers(
+    ray_executor: Any, tmp_path: Path
+) -> None:
     _UP.clear()
     seen: list[int] = []
     starting = _Starting(lambda: _started_when_up(ray_executor), 2, Silent())
-    results = starting.map(_Slow(), list(range(24)), on_result=lambda index, _: seen.append(index))
+    work = _Slow(tmp_path / "ran-on-a-worker")
+    results = starting.map(work, list(range(24)), on_result=lambda index, _: seen.append(index))
     assert [item for item, _ in results] == list(range(24)) and sorted(seen) == list(range(24))
     ran_where = {pid for _, pid in results}
-    assert _DRIVER in ran_where and len(ran_where) > 1  # here first, then Ray's workers
+    assert os.getpid() in ran_where and len(ran_where) > 1  # here first, then Ray's workers
     assert starting.map(abs, [-1, -2]) == [1, 2]  # once up, maps go to the executor
 
 
