@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 from dataclean.executors import make_executor
 from dataclean.executors.base import Executor, WorkQueue
+from dataclean.executors.local import LocalExecutor
 from dataclean.executors.ray_startup import exit_on_sigterm
 from dataclean.io.readers import ReadOptions
 from dataclean.kernel_cache import kernels_cached
@@ -57,7 +58,8 @@ class _Starting:
     not wait: this process runs the items one by one (on a copy of the function: the original still ships
     with no model loaded) until the executor is up and its workers have loaded the function and
     its models (`RayExecutor.map_queue`), then they take the others from the same queue
-    (`WorkQueue`) and this process finishes the item it runs.
+    (`WorkQueue`) and this process finishes the item it runs. A light map (a barrier's fit steps:
+    cheap, no model) runs here whole while the executor starts.
     Results are the same wherever an item runs (each task writes its own files; the executors
     give byte-identical outputs). A small run may so end before Ray is up: it never waits for it.
 
@@ -107,7 +109,11 @@ class _Starting:
         on_result: Callable[[int, R], None] | None = None,
         light: bool = False,
     ) -> list[R]:
-        if self._future.done() or not items or not getattr(fn, "shareable", False):
+        if self._future.done() or not items:
+            return self.ready().map(fn, items, on_result, light)
+        if light:  # a fit's steps: cheap, no model (Executor.map); here, rather than wait
+            return LocalExecutor().map(fn, items, on_result)
+        if not getattr(fn, "shareable", False):
             return self.ready().map(fn, items, on_result, light)
         return _Shared(fn, items, on_result).run(self._future)
 
