@@ -13,6 +13,7 @@ a first run can say it is compiling (and about how long) and a later one need no
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -39,15 +40,22 @@ def use_shared_cache() -> str:
     return folder
 
 
+@functools.cache
+def _newest_source() -> int:
+    """The newest modification time of dataclean's source files (read once per process)."""
+    import dataclean
+
+    package = Path(dataclean.__file__).parent
+    return max((path.stat().st_mtime_ns for path in package.rglob("*.py")), default=0)
+
+
 def _kernels_key(kinds: list[type]) -> str:
     """What a set of compiled kernels depends on: dataclean's version and source files, and the
     stages' types (a changed source file is compiled again by numba: so is the key)."""
     import dataclean
 
-    package = Path(dataclean.__file__).parent
-    newest = max((path.stat().st_mtime_ns for path in package.rglob("*.py")), default=0)
     names = sorted(f"{kind.__module__}.{kind.__qualname__}" for kind in kinds)
-    text = "\n".join([dataclean.__version__, str(newest), sys.version, *names])
+    text = "\n".join([dataclean.__version__, str(_newest_source()), sys.version, *names])
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 

@@ -178,9 +178,7 @@ class _Shared(Generic[T, R]):
             if remote is not None:
                 remote.join()
             raise
-        if remote is None and self.queue.close():  # unreachable: the loop ends on an empty queue
-            raise RuntimeError("work left with no executor to run it")
-        if remote is not None:
+        if remote is not None:  # (without one, the loop ended on an empty queue: all ran here)
             remote.join()
         if self.failure is not None:
             raise self.failure
