@@ -36,6 +36,7 @@ from dataclean.executors.ray_startup import (
     quick_node_wait,
     quiet_start_notices,
     stop_autoscaler_monitor,
+    without_idle_processes,
 )
 
 T = TypeVar("T")
@@ -129,7 +130,7 @@ class RayExecutor:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             return
-        with quick_node_wait(), quiet_start_notices(), loopback_only():
+        with quick_node_wait(), quiet_start_notices(), loopback_only(), without_idle_processes():
             ray.init(
                 address="local",  # always a new embedded Ray, never another one here
                 num_cpus=workers or os.cpu_count() or 1,

@@ -6,6 +6,7 @@ import io
 import json
 import sys
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -178,3 +179,31 @@ def test_a_stale_shipped_table_is_ignored(monkeypatch: pytest.MonkeyPatch) -> No
         assert charmap._shipped() is None
     finally:
         charmap._shipped.cache_clear()
+
+
+def test_unigram_tables_come_back_from_the_cache_equal_and_a_broken_cache_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import fields
+
+    from dataclean.lm import unigram
+
+    model = load_model("zh")  # (loaded before the cache moves to tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    proto = (model.directory / "tokenizer.model").read_bytes()
+    path = unigram._cache_path(proto)
+    assert not path.exists()
+    built = read_unigram(proto)
+    assert built is not None and path.is_file()
+    cached = unigram._load_cached(path)
+    assert cached is not None
+    for field in fields(built):
+        a, b = getattr(built, field.name), getattr(cached, field.name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), field.name
+    # The tokenizer built from the cache segments as SentencePiece does.
+    _check(model, CompiledTokenizer(cached), _texts())
+    path.write_bytes(b"not an npz")  # a broken file is rebuilt, never an error
+    assert unigram._load_cached(path) is None
+    rebuilt = read_unigram(proto)
+    assert rebuilt is not None and np.array_equal(rebuilt.edge_keys, built.edge_keys)
+    assert unigram._load_cached(path) is not None

@@ -1,5 +1,5 @@
-"""The embedded Ray executor: quick to start (short node wait) and to stop (no wait on the autoscaler
-monitor), and Ray as it was when the private API it uses fails."""
+"""The embedded Ray executor: quick to start (short node wait, no idle processes) and to stop, and
+Ray as it was when the private API it uses fails."""
 
 from __future__ import annotations
 
@@ -8,20 +8,29 @@ import sys
 import textwrap
 
 
-def test_close_stops_the_autoscaler_monitor_and_every_ray_process() -> None:
+def test_embedded_ray_starts_without_idle_processes_and_close_stops_every_process() -> None:
     # A fresh process: the tests' shared Ray (conftest) must not be the one stopped here.
     script = textwrap.dedent(
         """
         import psutil
-        from ray._private import ray_constants, worker
+        from ray._private import node, ray_constants, worker
         from dataclean.executors.ray import RayExecutor
-        from dataclean.executors.ray_startup import stop_autoscaler_monitor
 
+        original = (node.Node.__init__, node.Node.start_api_server)
         executor = RayExecutor(workers=1)
         assert executor.map(abs, [-3]) == [3]
-        [monitor] = worker._global_node.all_processes[ray_constants.PROCESS_TYPE_MONITOR]
-        stop_autoscaler_monitor()
-        assert monitor.process.poll() is not None, "the monitor is still running"
+        started = worker._global_node.all_processes
+        for kind in (
+            ray_constants.PROCESS_TYPE_MONITOR,
+            ray_constants.PROCESS_TYPE_LOG_MONITOR,
+            ray_constants.PROCESS_TYPE_DASHBOARD,
+        ):
+            assert kind not in started, (kind, sorted(started))
+        assert {ray_constants.PROCESS_TYPE_RAYLET, ray_constants.PROCESS_TYPE_GCS_SERVER} <= set(started)
+        commands = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+        for script in ("log_monitor.py", "autoscaler/_private/monitor.py", "dashboard/dashboard.py"):
+            assert not any(script in command for command in commands), (script, commands)
+        assert (node.Node.__init__, node.Node.start_api_server) == original  # Ray as it was
         executor.close()
         children = psutil.Process().children(recursive=True)
         left = [p for p in children if p.is_running() and p.status() != "zombie"]
