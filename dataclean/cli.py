@@ -75,37 +75,41 @@ def option_settings(
 
 
 def summary_table(stats: dict[str, Any]) -> Table:
-    """Rows in and out, drops by reason and seconds, per stage and in total, in 80 columns: the
-    row names the stage, so reasons lose its prefix, one reason a line, never cut."""
+    """Rows in and out, drops by reason and seconds, per stage and in total, in 80 columns. Each
+    stage's reasons follow its row, one a line, indented under its name and without its prefix
+    (the row above names the stage), so a long reason name is never folded or cut."""
     table = Table(
         title=f"dataclean run: {stats['seconds']['wall']:.2f} s", box=box.SIMPLE_HEAD, padding=(0, 1)
     )
-    table.add_column("stage", no_wrap=True)
+    table.add_column("stage / drop reason", overflow="fold")
     table.add_column("rows in", justify="right", no_wrap=True)
     table.add_column("rows out", justify="right", no_wrap=True)
-    table.add_column("dropped: reason rows", overflow="fold")
+    table.add_column("dropped", justify="right", no_wrap=True)
     table.add_column("seconds", justify="right", no_wrap=True)
     for stage in stats["stages"]:
         name = stage["stage"]
-        lines = [f"{reason.removeprefix(name + ':')} {count:,}" for reason, count in stage["dropped"].items()]
-        if stage["rows_added"] > 0:
-            lines.append(f"(+{stage['rows_added']:,} chunks)")
+        dropped = sum(stage["dropped"].values())
+        added = f"+{stage['rows_added']:,} chunks" if stage["rows_added"] > 0 else ""
         table.add_row(
             name,
             f"{stage['rows_in']:,}",
             f"{stage['rows_out']:,}",
-            "\n".join(lines) or "-",
+            f"{dropped:,}" if dropped else added or "-",
             f"{stage['seconds']:.2f}",
         )
+        for reason, count in sorted(stage["dropped"].items(), key=lambda item: -item[1]):
+            table.add_row(f"  {reason.removeprefix(name + ':')}", "", "", f"{count:,}", "", style="dim")
     totals = stats["totals"]
     table.add_section()
     table.add_row(
         "total",
         f"{totals['rows_in']:,}",
         f"{totals['kept']:,}",
-        f"{totals['excluded']:,} excluded\n{totals['quarantined']:,} quarantined",
+        f"{totals['excluded']:,}",
         f"{stats['seconds']['wall']:.2f}",
     )
+    if totals["quarantined"]:
+        table.add_row("  quarantined", "", "", f"{totals['quarantined']:,}", "")
     return table
 
 

@@ -37,6 +37,11 @@ def test_run_on_the_sample_prints_a_summary(tmp_path: Path) -> None:
     assert {"random_bytes", "empty"} <= reasons
     for reason in reasons:
         assert any(reason in line.split() for line in lines[clean : clean + 6])
+    # Every stage's reasons (the quality stage's long datatrove names too) whole, with their counts.
+    rows = {tuple(line.split()) for line in lines}
+    for stage in stats["stages"]:
+        for reason, count in stage["dropped"].items():
+            assert (reason.removeprefix(stage["stage"] + ":"), f"{count:,}") in rows, reason
 
 
 def test_set_changes_a_parameter_and_skip_removes_a_stage(tmp_path: Path) -> None:
