@@ -59,9 +59,15 @@ def _kernels_key(kinds: list[type]) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
+def cache_folder() -> Path:
+    """The cache folder in use (`NUMBA_CACHE_DIR`, else `shared_cache_dir`): the compiled kernels,
+    and beside them dataclean's own notes and tables (`dataclean.lm.unigram`), so that emptying it
+    makes a first run."""
+    return Path(os.environ.get(CACHE_ENV) or str(shared_cache_dir()))
+
+
 def _marker(kinds: list[type]) -> Path:
-    folder = os.environ.get(CACHE_ENV) or str(shared_cache_dir())
-    return Path(folder) / "dataclean-compiled" / _kernels_key(kinds)
+    return cache_folder() / "dataclean-compiled" / _kernels_key(kinds)
 
 
 def kernels_cached(kinds: list[type]) -> bool:

@@ -19,9 +19,9 @@ are read from the serialized model (a few protobuf fields, read here so that no 
 is needed).
 
 Building the tables walks every piece in Python (0.2-0.4 s a model, in every process that scores
-text, at every run). `read_unigram` keeps them in a per-user cache beside the compiled kernels
-(`$XDG_CACHE_HOME/dataclean/lm-tables`, one `.npz` per model, named by the hash of the model's
-bytes and `TABLES_FORMAT`): a later process loads them in milliseconds. A cache that cannot be
+text, at every run). `read_unigram` keeps them in the per-user cache of the compiled kernels
+(`dataclean.kernel_cache.cache_folder`, by default `~/.cache/dataclean/numba/dataclean-lm-tables/`,
+one `.npz` per model, named by the hash of the model's bytes and `TABLES_FORMAT`): a later process loads them in milliseconds. A cache that cannot be
 read or written is rebuilt or skipped, never an error.
 """
 
@@ -38,7 +38,7 @@ import numpy as np
 import sentencepiece as spm
 
 from dataclean.jit import helper
-from dataclean.kernel_cache import shared_cache_dir
+from dataclean.kernel_cache import cache_folder
 
 # Field numbers of sentencepiece_model.proto (ModelProto, TrainerSpec, NormalizerSpec, pieces).
 _PIECES, _TRAINER_SPEC, _NORMALIZER_SPEC, _TYPE = 1, 2, 3, 3
@@ -138,7 +138,7 @@ def read_unigram(model_proto: bytes) -> UnigramTables | None:
 
 def _cache_path(model_proto: bytes) -> Path:
     digest = hashlib.sha1(model_proto).hexdigest()[:20]
-    return shared_cache_dir().parent / "lm-tables" / f"{digest}-v{TABLES_FORMAT}.npz"
+    return cache_folder() / "dataclean-lm-tables" / f"{digest}-v{TABLES_FORMAT}.npz"
 
 
 def _load_cached(path: Path) -> UnigramTables | None:

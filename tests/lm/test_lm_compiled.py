@@ -189,7 +189,7 @@ def test_unigram_tables_come_back_from_the_cache_equal_and_a_broken_cache_is_reb
     from dataclean.lm import unigram
 
     model = load_model("zh")  # (loaded before the cache moves to tmp_path)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # (read at each call; numba's own is fixed)
     proto = (model.directory / "tokenizer.model").read_bytes()
     path = unigram._cache_path(proto)
     assert not path.exists()
