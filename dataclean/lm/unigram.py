@@ -21,8 +21,9 @@ is needed).
 Building the tables walks every piece in Python (0.2-0.4 s a model, in every process that scores
 text, at every run). `read_unigram` keeps them in the per-user cache of the compiled kernels
 (`dataclean.kernel_cache.cache_folder`, by default `~/.cache/dataclean/numba/dataclean-lm-tables/`,
-one `.npz` per model, named by the hash of the model's bytes and `TABLES_FORMAT`): a later process loads them in milliseconds. A cache that cannot be
-read or written is rebuilt or skipped, never an error.
+one `.npz` per model, named by the hash of the model's bytes and `TABLES_FORMAT`): a later
+process loads them in milliseconds. A cache that cannot be read or written is rebuilt or
+skipped, never an error.
 """
 
 from __future__ import annotations
