@@ -66,7 +66,7 @@ from benchmarks import bench_dedup, reference_dedup  # noqa: E402
 from benchmarks import corpus as data  # noqa: E402
 from benchmarks.bench_scale import run_config, run_measured  # noqa: E402
 from benchmarks.measure import Measurement, comparison  # noqa: E402
-from benchmarks.startup import fixed_cost  # noqa: E402
+from benchmarks.startup import fixed_cost, stage_seconds  # noqa: E402
 
 WORKERS = 2
 THRESHOLD = bench_dedup.THRESHOLD
@@ -255,7 +255,13 @@ def compare_pipelines(
         name: [{k: v for k, v in run.items() if k != "stats"} for run in runs_]
         for name, runs_ in found.items()
     }
-    return {"rows": rows, "quality": quality, "pipelines": details, "fixed": fixed_costs(found)}
+    return {
+        "rows": rows,
+        "quality": quality,
+        "pipelines": details,
+        "fixed": fixed_costs(found),
+        "overhead_cpu": overhead_cpu(found),
+    }
 
 
 def fixed_costs(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]:
@@ -269,6 +275,27 @@ def fixed_costs(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]
             found[name] = [run["seconds"] - sum(run["step_seconds"].values()) / WORKERS for run in rounds]
         else:
             found[name] = [fixed_cost(run["seconds"], run["stats"], WORKERS) for run in rounds]
+    return found
+
+
+def overhead_cpu(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """Per dataclean pipeline, the median over rounds of the CPU seconds its processes spent
+    beyond the stages' own seconds, by role (bench_scale's sampler, every 0.5 s, so a lower
+    bound): Ray's own processes (GCS, raylet, agents), and the driver and Ray's workers together
+    less the stages' seconds (imports, loading models, Parquet between groups, stats, report).
+    Over 2 cores, their sum halved is a floor under the fixed cost: seconds no overlap can hide."""
+    found: dict[str, dict[str, float]] = {}
+    for name, rounds in runs.items():
+        if name == "datatrove":
+            continue
+        ray = [run["cpu"]["ray"] for run in rounds]
+        rest = [run["cpu"]["driver"] + run["cpu"]["workers"] - stage_seconds(run["stats"]) for run in rounds]
+        floor = [(a + b) / WORKERS for a, b in zip(ray, rest, strict=True)]
+        found[name] = {
+            "ray_processes": statistics.median(ray),
+            "driver_and_workers": statistics.median(rest),
+            "floor": statistics.median(floor),
+        }
     return found
 
 
@@ -448,6 +475,7 @@ def main() -> None:
         report["quality"]["same-stages pipelines"] = pipelines["quality"]
         report["pipelines"] = pipelines["pipelines"]
         report["fixed_cost"] = pipelines["fixed"]
+        report["overhead_cpu"] = pipelines["overhead_cpu"]
         print(f"dedup alone, {runs} round(s) ...", flush=True)
         dedup = dedup_rows(corpus, work, runs, args.shards, note, known)
         report["rows"].append(dedup["row"])
@@ -473,6 +501,12 @@ def main() -> None:
         print(
             f"{name}: fixed cost per run (wall - stage seconds / {WORKERS} workers), median "
             f"{statistics.median(fixed):.1f} s, per round {[round(value, 1) for value in fixed]}"
+        )
+    for name, cpu in report.get("overhead_cpu", {}).items():
+        print(
+            f"{name}: CPU seconds beyond the stages, median: Ray's own processes {cpu['ray_processes']:.1f}, "
+            f"driver and workers {cpu['driver_and_workers']:.1f}; over {WORKERS} cores a floor of "
+            f"{cpu['floor']:.1f} s under the fixed cost"
         )
     print(
         f"{report['seconds']} s in all; 1-minute load average {report['load_start'][0]:.1f} at the start, "

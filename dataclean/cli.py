@@ -162,7 +162,12 @@ def cli() -> None:
 )
 @click.option("--executor", type=click.Choice(["ray", "local"]), default="ray", show_default=True)
 @click.option("--address", default=None, help="Ray cluster address (default: embedded local Ray).")
-@click.option("--workers", type=int, default=None, help="Parallel workers (default: all CPUs).")
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Processes working at once (default: all CPUs); with an embedded Ray, this one among them.",
+)
 @click.option("--text-column", default="text", show_default=True)
 @click.option("--id-column", default="id", show_default=True)
 @click.option(

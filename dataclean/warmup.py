@@ -98,7 +98,9 @@ def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) 
     here = [_BACKGROUND.pop(id(s)) for s in with_kernels if id(s) in _BACKGROUND]
     if cached or executor.workers <= 1:
         elsewhere = []  # loaded, or compiled, as the run goes (docstring)
-    on_workers, left_over = elsewhere[: executor.workers], elsewhere[executor.workers :]
+    # The executor's own workers (this process may be one of the run's: dataclean.session).
+    count = getattr(executor, "remote_workers", executor.workers)
+    on_workers, left_over = elsewhere[:count], elsewhere[count:]
     with ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels") as pool:
         remote = pool.submit(executor.map, compile_stage, on_workers) if on_workers else None
         try:

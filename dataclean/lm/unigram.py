@@ -19,8 +19,9 @@ are read from the serialized model (a few protobuf fields, read here so that no 
 is needed).
 
 Building the tables walks every piece in Python (0.2-0.4 s a model, in every process that scores
-text, at every run). `read_unigram` keeps them in the per-user cache of the compiled kernels
-(`dataclean.kernel_cache.cache_folder`, by default `~/.cache/dataclean/numba/dataclean-lm-tables/`,
+text, at every run). `read_unigram` keeps them in the folder of the compiled kernels, `NUMBA_CACHE_DIR`, which
+importing dataclean sets (`dataclean.kernel_cache`: by default
+`~/.cache/dataclean/numba/dataclean-lm-tables/`,
 one `.npz` per model, named by the hash of the model's bytes and `TABLES_FORMAT`): a later
 process loads them in milliseconds. A cache that cannot be read or written is rebuilt or
 skipped, never an error.
@@ -39,7 +40,6 @@ import numpy as np
 import sentencepiece as spm
 
 from dataclean.jit import helper
-from dataclean.kernel_cache import cache_folder
 
 # Field numbers of sentencepiece_model.proto (ModelProto, TrainerSpec, NormalizerSpec, pieces).
 _PIECES, _TRAINER_SPEC, _NORMALIZER_SPEC, _TYPE = 1, 2, 3, 3
@@ -126,20 +126,24 @@ def read_unigram(model_proto: bytes) -> UnigramTables | None:
     """The trie arrays of a supported unigram model, or None (see the module docstring); from the
     per-user cache when an earlier process built them."""
     path = _cache_path(model_proto)
-    cached = _load_cached(path)
+    cached = _load_cached(path) if path is not None else None
     if cached is not None:
         return cached
     if not is_supported(model_proto):
         return None
     tables = _build_tables(model_proto)
-    if tables is not None:
+    if tables is not None and path is not None:
         _save_cached(path, tables)
     return tables
 
 
-def _cache_path(model_proto: bytes) -> Path:
+def _cache_path(model_proto: bytes) -> Path | None:
+    """Where the tables of this model are cached, or None without a kernel cache folder."""
+    folder = os.environ.get("NUMBA_CACHE_DIR")  # set when dataclean is imported
+    if not folder:
+        return None
     digest = hashlib.sha1(model_proto).hexdigest()[:20]
-    return cache_folder() / "dataclean-lm-tables" / f"{digest}-v{TABLES_FORMAT}.npz"
+    return Path(folder) / "dataclean-lm-tables" / f"{digest}-v{TABLES_FORMAT}.npz"
 
 
 def _load_cached(path: Path) -> UnigramTables | None:

@@ -192,7 +192,7 @@ def test_unigram_tables_come_back_from_the_cache_equal_and_a_broken_cache_is_reb
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # (read at each call; numba's own is fixed)
     proto = (model.directory / "tokenizer.model").read_bytes()
     path = unigram._cache_path(proto)
-    assert not path.exists()
+    assert path is not None and not path.exists()
     built = read_unigram(proto)
     assert built is not None and path.is_file()
     cached = unigram._load_cached(path)

@@ -127,3 +127,74 @@ def test_an_error_in_this_process_ends_the_shared_map() -> None:
     with pytest.raises(ConfigError, match="item 1 is bad"):
         starting.map(_FailsHere(), [0, 1, 2, 3])
     never.set()
+
+
+# With an embedded Ray on 2 cores or more, this process is one of the workers for the whole run
+# (`_Starting(driver_works=True)`): it takes items beside Ray's workers in every shareable or light
+# map, to the last one, also once Ray is up.
+
+
+class _Paced:
+    """Each item: (item, the process that ran it), after `seconds`."""
+
+    shareable = True
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, item: int) -> tuple[int, int]:
+        time.sleep(self.seconds)
+        return item, os.getpid()
+
+
+class _PacedLight(_Paced):
+    shareable = False  # a fit's step: light, no model
+
+
+def _appender(seen: list[int]) -> Any:
+    return lambda index, _: seen.append(index)
+
+
+def test_this_process_works_beside_a_started_ray_to_the_last_item(ray_executor: Any) -> None:
+    starting = _Starting(lambda: ray_executor, 2, Silent(), driver_works=True)
+    starting.ready()
+    assert starting.workers == 2 and starting.remote_workers == 1
+    for fn, light in ((_Paced(0.05), False), (_PacedLight(0.05), True)):
+        seen: list[int] = []
+        results = starting.map(fn, list(range(40)), on_result=_appender(seen), light=light)
+        assert [item for item, _ in results] == list(range(40)) and sorted(seen) == list(range(40))
+        ran_where = {pid for _, pid in results}
+        assert os.getpid() in ran_where and len(ran_where) > 1, (light, ran_where)
+    assert starting.map(abs, [-1, -2]) == [1, 2]  # neither shareable nor light: Ray's alone
+    assert starting.map(_Paced(0), []) == []
+
+
+class _FailsThere:
+    """Fails on any item run outside the test's process."""
+
+    shareable = True
+
+    def __init__(self) -> None:
+        self.here = os.getpid()
+
+    def __call__(self, item: int) -> int:
+        time.sleep(0.05)
+        if os.getpid() != self.here:
+            raise ConfigError(f"item {item} failed on a worker")
+        return item
+
+
+def test_an_error_on_a_worker_ends_a_map_this_process_shares(ray_executor: Any) -> None:
+    starting = _Starting(lambda: ray_executor, 2, Silent(), driver_works=True)
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="failed on a worker"):
+        starting.map(_FailsThere(), list(range(2000)))
+    assert time.monotonic() - started < 60  # this process stopped taking items (2000 x 0.05 s)
+
+
+def test_an_embedded_ray_session_starts_ray_with_one_worker_fewer() -> None:
+    session = Session([CleanText()], "ray", workers=2)
+    with session:
+        executor = session.executor
+        assert isinstance(executor, _Starting) and executor.workers == 2
+        assert executor.ready().workers == 1 and executor.remote_workers == 1
