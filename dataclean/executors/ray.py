@@ -128,7 +128,8 @@ class RayExecutor:
     @staticmethod
     def _start(ray: Any, address: str | None, workers: int | None) -> None:
         if address:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            with quiet_start_notices():  # (started in a thread: the SIGTERM notice, as below)
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             return
         with quick_node_wait(), quiet_start_notices(), loopback_only(), without_idle_processes():
             ray.init(
