@@ -68,8 +68,9 @@ class DropDuplicates(GlobalStage):
     index: str | None = None
     decisions: str | None = field(default=None, init=False, repr=False)
     fit_stats: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
-    # (bands, rows), resolved once where the stage is built: workers get them with the stage.
-    _bands_rows: tuple[int, int] = field(default=(0, 0), init=False, repr=False, compare=False)
+    # (bands, rows): the ones given, else datasketch's optimizer's, resolved in the driver before
+    # the stage ships (`prepare`), so workers get them with the stage.
+    _bands_rows: tuple[int, int] | None = field(default=None, init=False, repr=False, compare=False)
     # Whether `fit` filed its decisions by input shard, and the shard being applied (begin_shard).
     _by_shard: bool = field(default=False, init=False, repr=False, compare=False)
     _shard: int | None = field(default=None, init=False, repr=False, compare=False)
@@ -102,15 +103,24 @@ class DropDuplicates(GlobalStage):
         unknown = [name for name in self.fold if name not in FOLDS]
         if unknown:
             raise ConfigError(f"dedup.fold: unknown {', '.join(unknown)} (valid: {', '.join(FOLDS)})")
-        self._bands_rows = (
-            (self.bands, self.rows)
-            if self.bands is not None and self.rows is not None
-            else choose_bands(self.threshold, self.num_perm)
-        )
+        if self.bands is not None and self.rows is not None:
+            self._bands_rows = (self.bands, self.rows)
+
+    def bands_rows(self) -> tuple[int, int]:
+        """(bands, rows) of the LSH index: as given, else chosen by datasketch's optimizer
+        (`dataclean.dedup.lsh.choose_bands`) on first use. Not at construction: the optimizer
+        imports datasketch and scipy (0.4 s), which a run would otherwise pay before Ray starts."""
+        if self._bands_rows is None:
+            self._bands_rows = choose_bands(self.threshold, self.num_perm)
+        return self._bands_rows
+
+    def prepare(self, scratch: str) -> None:
+        """Resolve the bands here, in the driver: the workers get them with the stage."""
+        self.bands_rows()
 
     def sketch(self) -> Sketch:
         """How this stage summarizes texts (the part an index must share)."""
-        bands, rows = self._bands_rows
+        bands, rows = self.bands_rows()
         return Sketch(
             ngram_size=self.ngram_size,
             num_perm=self.num_perm,

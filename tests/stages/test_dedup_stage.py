@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pickle
 import random
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,8 @@ from dataclean.executors.local import LocalExecutor
 from dataclean.stage import FitContext
 from dataclean.stages.dedup import DropDuplicates
 from tests.conftest import FIXTURE_ROOT
+
+ROOT = Path(__file__).resolve().parents[2]
 
 FIXTURES = FIXTURE_ROOT / "dedup"
 ENGLISH = (FIXTURES / "en_paragraphs.txt").read_text(encoding="utf-8").splitlines()
@@ -350,3 +355,29 @@ def test_decisions_filed_by_shard_give_the_same_result_and_each_shard_holds_its_
         assert held <= shard_ids  # a worker applying shard s holds shard s's decisions only
         loaded.append(len(decisions))
     assert sum(loaded) == len(Decisions.load(stage.decisions)) > max(loaded)
+
+
+def test_bands_are_chosen_in_prepare_not_at_construction(tmp_path: Path) -> None:
+    # Building the default recipe (and so checking every --set) must not import datasketch and
+    # scipy (0.4 s before Ray may start); the driver resolves the bands in prepare, and the
+    # workers get them with the pickled stage.
+    script = textwrap.dedent(
+        """
+        import pickle, sys
+        from pipelines.default import build
+        from dataclean.dedup.lsh import choose_bands
+        stages = build()
+        assert "datasketch" not in sys.modules
+        [dedup] = [s for s in stages if s.name == "dedup"]
+        dedup.prepare(sys.argv[1])
+        shipped = pickle.loads(pickle.dumps(dedup))
+        assert shipped._bands_rows == choose_bands(dedup.threshold, dedup.num_perm) == (23, 5)
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+    given = DropDuplicates(bands=8, rows=8)
+    assert given.bands_rows() == (8, 8) and given.sketch().bands == 8
