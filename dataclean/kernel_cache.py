@@ -61,8 +61,8 @@ def _kernels_key(kinds: list[type]) -> str:
 
 def cache_folder() -> Path:
     """The cache folder in use (`NUMBA_CACHE_DIR`, else `shared_cache_dir`): the compiled kernels,
-    and beside them dataclean's own notes and tables (`dataclean.lm.unigram`), so that emptying it
-    makes a first run."""
+    and beside them dataclean's notes of what is compiled (and the tokenizer tables of
+    `dataclean.lm.unigram`, which reads the same variable), so that emptying it makes a first run."""
     return Path(os.environ.get(CACHE_ENV) or str(shared_cache_dir()))
 
 

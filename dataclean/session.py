@@ -68,7 +68,8 @@ class _Starting:
     every shareable or light map beside the executor's workers, to the last one, and the
     executor was started with one worker fewer. Each Ray worker costs about 3 CPU-seconds before
     its first item (importing Ray, dataclean and numba, loading the models and kernels), which
-    this process has already paid: on 2 cores, a run of 30,000 documents took about 1 s less.
+    this process has already paid: on 2 cores, a run of 30,000 documents took 0.9-2.9 s less
+    (3 alternating pairs, docs/embedded-ray.md).
 
     The thread lives as long as the executor and closes it: Ray starts its node processes with
     the parent-death signal, which Linux sends when the *thread* that started them ends, so a

@@ -19,12 +19,11 @@ are read from the serialized model (a few protobuf fields, read here so that no 
 is needed).
 
 Building the tables walks every piece in Python (0.2-0.4 s a model, in every process that scores
-text, at every run). `read_unigram` keeps them in the folder of the compiled kernels, `NUMBA_CACHE_DIR`, which
-importing dataclean sets (`dataclean.kernel_cache`: by default
-`~/.cache/dataclean/numba/dataclean-lm-tables/`,
-one `.npz` per model, named by the hash of the model's bytes and `TABLES_FORMAT`): a later
-process loads them in milliseconds. A cache that cannot be read or written is rebuilt or
-skipped, never an error.
+text, at every run). `read_unigram` keeps them in the folder of the compiled kernels,
+`NUMBA_CACHE_DIR`, which importing dataclean sets (`dataclean.kernel_cache`; by default
+`~/.cache/dataclean/numba/dataclean-lm-tables/`), one `.npz` per model, named by the hash of the
+model's bytes and `TABLES_FORMAT`: a later process loads them in milliseconds. A cache that
+cannot be read or written is rebuilt or skipped, never an error.
 """
 
 from __future__ import annotations
@@ -139,6 +138,7 @@ def read_unigram(model_proto: bytes) -> UnigramTables | None:
 
 def _cache_path(model_proto: bytes) -> Path | None:
     """Where the tables of this model are cached, or None without a kernel cache folder."""
+    # kernel_cache.CACHE_ENV, read here by name: this layer does not import the run layer.
     folder = os.environ.get("NUMBA_CACHE_DIR")  # set when dataclean is imported
     if not folder:
         return None
@@ -157,7 +157,9 @@ def _load_cached(path: Path) -> UnigramTables | None:
 
 
 def _save_cached(path: Path, tables: UnigramTables) -> None:
-    """Write the tables under a temporary name, then rename: a process reading never sees half."""
+    """Write the tables under a temporary name, then rename: a process reading never sees half.
+    The name is unique (`mkstemp`, not `io.files.atomic_output`'s fixed one): on a first run the
+    driver and a worker build the same model's tables at the same time."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
