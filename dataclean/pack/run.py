@@ -17,8 +17,9 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from dataclean import __version__
-from dataclean.errors import ConfigError, InputError
-from dataclean.io.files import exists, fresh_folder, list_files, make_dirs, remove_tree
+from dataclean.errors import ConfigError
+from dataclean.export.source import input_files
+from dataclean.io.files import fresh_folder, make_dirs, remove_tree
 from dataclean.io.shards import filesystem
 from dataclean.io.writers import write_json
 from dataclean.pack.encode import EncodeFile, EncodeResult, Listed
@@ -28,15 +29,6 @@ from dataclean.pack.write import GatherSequences, ScatterSpans, Spans, part_name
 
 PACK_JSON = "pack.json"
 ROWS_PER_FILE = 4096  # sequences per output file: 32 MB of int32 tokens at 2,048
-
-
-def input_files(run_folder: str) -> list[str]:
-    """The kept rows of a dataclean output (OUT/data/*.parquet), or of a folder of such files."""
-    data = posixpath.join(run_folder, "data")
-    files = list_files(data if exists(data) else run_folder, ".parquet")
-    if not files:
-        raise InputError(run_folder, "no Parquet files of kept rows (OUT/data/*.parquet)")
-    return files
 
 
 def _empty(folder: str) -> bool:
