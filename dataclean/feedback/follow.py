@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.logs import _format_of, log_files
-from dataclean.feedback.analysis.replay import step_rows as replay_step_rows
+from dataclean.feedback.logs import _format_of, log_files
+from dataclean.feedback.logs import step_rows as replay_step_rows
 
 ALIASES = {"learning_rate": C.LR, "global_step": C.STEP, "train_loss": C.LOSS}
 

@@ -4,7 +4,7 @@ Each optimizer step the loop hands the guard the step's loss, grad norm, learnin
 (read from a `torch.amp.GradScaler` when one is given) and the batch's per-sample losses and ids,
 after `backward()` and before `optimizer.step()`. The guard judges the loss with `SpikeMonitor`;
 on a spike it diagnoses the step with the same rules as `dataclean feedback`
-(`dataclean.feedback.analysis.diagnose`) from the steps it remembers and the batch's losses, writes an
+(`dataclean.feedback.detectors`) from the steps it remembers and the batch's losses, writes an
 incident record (FOLDER/incidents.jsonl: step, diagnosis, evidence, the batch's ids and losses),
 and for a `data` diagnosis merges the blamed samples into the quarantine list at once
 (idempotent: `quarantine.merge_lists`). Then it acts as the user chose, per diagnosis or for all:
@@ -56,13 +56,13 @@ import pyarrow as pa
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.analyze import Settings, read_corpus_rows
-from dataclean.feedback.analysis.diagnose import DIAGNOSES, DiagnosisRules, diagnose
-from dataclean.feedback.analysis.outliers import robust_z
+from dataclean.feedback.corpus import read_corpus_rows
+from dataclean.feedback.detectors import DIAGNOSES, DiagnosisRules, diagnose
 from dataclean.feedback.logwriter import LossLogWriter, StepLogWriter
-from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
+from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor, default_monitor
 from dataclean.feedback.packed import flat_sample_ids
 from dataclean.feedback.playbook import Decision, Playbook
+from dataclean.feedback.robust import robust_z
 from dataclean.feedback.rollback import PlaybookRunner
 from dataclean.ids import text_hash
 from dataclean.quarantine.lists import make_list, merge_into
@@ -518,18 +518,6 @@ class TrainingGuard:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def default_monitor() -> SpikeMonitor:
-    """The spike detector with `dataclean feedback`'s default settings, so that the live guard
-    and the analysis after the run call the same steps spikes."""
-    settings = Settings()
-    return SpikeMonitor(
-        window=settings.spike_window,
-        k=settings.spike_k,
-        min_ratio=settings.spike_ratio,
-        method=settings.spike_method,
-    )
 
 
 def drop_update(optimizer: Any) -> None:

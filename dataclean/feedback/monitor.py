@@ -10,6 +10,9 @@ A step is a spike when its loss is both
 
 A non-finite loss (NaN/inf) is always a spike. Spike steps are kept out of the window, so one
 spike does not hide the next. The same class runs offline over a step log (`detect_spikes`).
+Each spike carries the top of the pre-spike band (the `band_quantile` quantile of the window, as
+the playbook judges recovery): the diagnosis blames a spike's samples until the rest of its batch
+is back in that band.
 """
 
 from __future__ import annotations
@@ -24,6 +27,17 @@ import numpy as np
 
 from dataclean.errors import ConfigError
 
+# `dataclean feedback`'s detector settings, which the live guard uses too (`default_monitor`), so
+# the guard and the analysis after the run call the same steps spikes. The ratio is lower than
+# `SpikeMonitor`'s own default (3x): every spike is diagnosed and only a `data` spike convicts
+# samples, and a byte- or small-vocabulary model cannot put a sample much above log(vocabulary)
+# nats, so three times the level is out of reach of a few bad samples.
+SPIKE_WINDOW = 100
+SPIKE_K = 4.0
+SPIKE_RATIO = 1.5
+SPIKE_METHOD: Literal["std", "mad"] = "std"
+BAND_QUANTILE = 0.9  # the playbook's default band
+
 
 @dataclass
 class SpikeEvent:
@@ -34,6 +48,7 @@ class SpikeEvent:
     level: float
     threshold: float
     sample_ids: list[str] = field(default_factory=list)
+    band: float = math.nan
     lr: float | None = None
     grad_norm: float | None = None
     loss_scale: float | None = None
@@ -45,7 +60,8 @@ class SpikeMonitor:
 
     `window`: how many recent non-spike steps form the reference. `k`: how many standard
     deviations (or scaled MADs) above the centre a spike must be. `min_ratio`: how many times the
-    recent level it must reach. `warmup`: steps seen before any judgement.
+    recent level it must reach. `warmup`: steps seen before any judgement. `band_quantile`: the
+    quantile of the window that tops the pre-spike band a spike's event carries.
     """
 
     window: int = 100
@@ -53,6 +69,7 @@ class SpikeMonitor:
     min_ratio: float = 3.0
     method: Literal["std", "mad"] = "std"
     warmup: int = 20
+    band_quantile: float = BAND_QUANTILE
     events: list[SpikeEvent] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -103,13 +120,17 @@ class SpikeMonitor:
         if finite and (limits is None or loss <= limits[1]):
             self._recent.append(loss)
             return None
+        band = math.nan
         if limits is None:  # a non-finite loss during warmup
             limits = (math.nan, math.nan)
+        else:
+            band = float(np.quantile(np.fromiter(self._recent, dtype="float64"), self.band_quantile))
         event = SpikeEvent(
             step=int(step),
             loss=loss,
             level=limits[0],
             threshold=limits[1],
+            band=band,
             sample_ids=[str(s) for s in sample_ids],
             lr=lr,
             grad_norm=grad_norm,
@@ -117,6 +138,11 @@ class SpikeMonitor:
         )
         self.events.append(event)
         return event
+
+
+def default_monitor() -> SpikeMonitor:
+    """The spike detector with `dataclean feedback`'s default settings (the live guard's too)."""
+    return SpikeMonitor(window=SPIKE_WINDOW, k=SPIKE_K, min_ratio=SPIKE_RATIO, method=SPIKE_METHOD)
 
 
 def detect_spikes(

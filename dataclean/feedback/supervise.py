@@ -2,7 +2,7 @@
 
 `Supervisor` runs a training command in its own process group, follows its step log (the guard's
 `LOGS/steps` folder of Parquet files, or a CSV/JSONL file the user names, read as it grows) and
-judges every step with the guard's spike detector (`guard.default_monitor`) and diagnosis
+judges every step with the guard's spike detector (`monitor.default_monitor`) and diagnosis
 (`diagnose`, with the spike step's per-sample losses from the loss log when there is one). Each
 spike's action (per diagnosis, as the guard's) is `log`, `watch` (the recover-or-roll-back rule of
 `dataclean.feedback.playbook`), `rollback` or `stop`. A rollback kills the process group cleanly
@@ -41,11 +41,10 @@ import pyarrow as pa
 from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.diagnose import DIAGNOSES, DiagnosisRules, diagnose
+from dataclean.feedback.detectors import DIAGNOSES, DiagnosisRules, diagnose
 from dataclean.feedback.follow import LogFollower, step_rows
-from dataclean.feedback.guard import default_monitor
 from dataclean.feedback.logwriter import FLUSH_SECONDS_ENV
-from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor
+from dataclean.feedback.monitor import SpikeEvent, SpikeMonitor, default_monitor
 from dataclean.feedback.playbook import (
     LOSS_BAND_ENV,
     LR_FACTOR_ENV,
@@ -292,7 +291,7 @@ class Supervisor:
     def _quarantine(self, step: int, blamed: list[str]) -> None:
         hashes: dict[str, str] = {}
         if self.options.corpus is not None:
-            from dataclean.feedback.analysis.analyze import read_corpus_rows
+            from dataclean.feedback.corpus import read_corpus_rows
 
             rows, _ = read_corpus_rows(self.options.corpus, blamed)
             hashes = dict(

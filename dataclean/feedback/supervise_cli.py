@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from dataclean.errors import ConfigError
-from dataclean.feedback.analysis.diagnose import DIAGNOSES
+from dataclean.feedback.detectors import DIAGNOSES
 from dataclean.feedback.playbook import LR_FACTOR_ENV, Playbook
 from dataclean.feedback.supervise import SuperviseOptions, Supervisor
 

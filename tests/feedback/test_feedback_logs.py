@@ -16,7 +16,7 @@ import pytest
 
 from dataclean.errors import InputError
 from dataclean.feedback import LossLogWriter, StepLogWriter
-from dataclean.feedback.analysis.logs import read_loss_log, read_step_log
+from dataclean.feedback.logs import read_loss_log, read_step_log
 
 
 def test_loss_writer_round_trip(tmp_path):

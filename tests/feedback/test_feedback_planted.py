@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from dataclean.feedback.analysis.diagnose import EXCUSED
 from dataclean.feedback.analysis.outliers import find_outliers
 from dataclean.feedback.analysis.report import markdown
+from dataclean.feedback.detectors import EXCUSED
 from tests.feedback.planted import PlantedRun, Score, evaluate, everything_at_once, issue_scenario
 from tests.feedback.planted_analysis import analyze_planted
 

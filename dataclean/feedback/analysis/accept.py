@@ -20,8 +20,8 @@ import pyarrow.dataset as ds
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError, InputError
-from dataclean.feedback.analysis.analyze import corpus_files
 from dataclean.feedback.analysis.kinds import group_labels
+from dataclean.feedback.corpus import corpus_files
 from dataclean.quarantine.lists import read_list, write_list
 
 REVIEW = "review"

@@ -24,13 +24,20 @@ import pyarrow.dataset as ds
 from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.diagnose import EXCUSED, DiagnosisRules, Spike, diagnose
 from dataclean.feedback.analysis.kinds import DEFAULT_COLUMNS, URL, URL_HOST, Kind, review_kinds
-from dataclean.feedback.analysis.logs import Log, read_loss_log, read_step_log
-from dataclean.feedback.analysis.outliers import find_outliers, robust_z
-from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
-from dataclean.ids import text_hashes
-from dataclean.io.layout import DATA
+from dataclean.feedback.analysis.outliers import find_outliers
+from dataclean.feedback.corpus import corpus_files, read_corpus_rows
+from dataclean.feedback.detectors import EXCUSED, DiagnosisRules, Spike, diagnose
+from dataclean.feedback.logs import Log, read_loss_log, read_step_log
+from dataclean.feedback.monitor import (
+    SPIKE_K,
+    SPIKE_METHOD,
+    SPIKE_RATIO,
+    SPIKE_WINDOW,
+    SpikeMonitor,
+    detect_spikes,
+)
+from dataclean.feedback.robust import robust_z
 from dataclean.quarantine.lists import make_list
 
 
@@ -41,19 +48,17 @@ class Settings:
     `outliers`: the action of persistent outliers' entries: `review` (listed for a person, applied
     once accepted), `drop` or `downweight` (by `weight`); spike culprits are always `drop`.
     `group_by`: corpus columns to rank kinds of samples by, beyond the usual ones (`kinds`).
-    `spike_ratio` is lower than `SpikeMonitor`'s live default (3x): offline, every spike is
-    diagnosed and only a `data` spike convicts samples, so a more sensitive detector costs a line
-    in the report, not an innocent sample. It lets a few bad samples that lift their batch's mean
-    by half be seen as the spike they are (a byte- or small-vocabulary model cannot put a sample
-    much above log(vocabulary) nats, so three times the level is out of their reach).
+    The spike settings default to `monitor.default_monitor`'s (the live guard's), whose ratio is
+    lower than `SpikeMonitor`'s own 3x: a more sensitive detector costs a line in the report, not
+    an innocent sample, since only a `data` spike convicts samples.
     """
 
     window: int = 200
     z_threshold: float = 3.5
-    spike_window: int = 100
-    spike_k: float = 4.0
-    spike_ratio: float = 1.5
-    spike_method: Literal["std", "mad"] = "std"
+    spike_window: int = SPIKE_WINDOW
+    spike_k: float = SPIKE_K
+    spike_ratio: float = SPIKE_RATIO
+    spike_method: Literal["std", "mad"] = SPIKE_METHOD
     outliers: Literal["review", "drop", "downweight"] = "review"
     weight: float = 0.1
     rules: DiagnosisRules = field(default_factory=DiagnosisRules)
@@ -95,32 +100,6 @@ def step_series(losses: pa.Table) -> pa.Table:
     return pa.table(
         [pa.array(steps, pa.int64()), pa.array(mean), nulls, nulls, nulls], schema=S.STEP_LOG_SCHEMA
     )
-
-
-def corpus_files(path: str | Path) -> list[str]:
-    """Parquet files of a cleaned corpus: OUT/data/ of a dataclean output, or a file or folder."""
-    root = Path(path)
-    if (root / DATA).is_dir():
-        root = root / DATA
-    if root.is_file():
-        return [str(root)]
-    files = sorted(str(p) for p in root.rglob("*.parquet") if not p.name.startswith("."))
-    if not files:
-        raise InputError(str(path), "no Parquet files in the corpus folder")
-    return files
-
-
-def read_corpus_rows(path: str | Path, ids: list[str]) -> tuple[pa.Table, int]:
-    """(id, text, text_hash) of the given ids in the corpus, and the corpus's row count."""
-    dataset = ds.dataset(corpus_files(path), format="parquet")
-    names = dataset.schema.names
-    if C.ID not in names or C.TEXT not in names:
-        raise InputError(str(path), f"corpus needs columns {C.ID!r} and {C.TEXT!r}")
-    columns = [C.ID, C.TEXT] + ([C.TEXT_HASH] if C.TEXT_HASH in names else [])
-    rows = dataset.to_table(columns=columns, filter=ds.field(C.ID).isin(ids))
-    if C.TEXT_HASH not in names:
-        rows = rows.append_column(C.TEXT_HASH, text_hashes(rows.column(C.TEXT)))
-    return rows, dataset.count_rows()
 
 
 def _spike_scores(spike: Spike, batch: pa.Table) -> dict[str, float]:

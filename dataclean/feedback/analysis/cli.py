@@ -18,10 +18,10 @@ import click
 from dataclean.errors import DatacleanError
 from dataclean.feedback.analysis.accept import accept_command
 from dataclean.feedback.analysis.analyze import Settings, analyze
-from dataclean.feedback.analysis.diagnose import DiagnosisRules
 from dataclean.feedback.analysis.kinds import kinds_records
 from dataclean.feedback.analysis.replay_cli import replay_command
 from dataclean.feedback.analysis.report import markdown, plot, write_spikes
+from dataclean.feedback.detectors import DiagnosisRules
 from dataclean.quarantine.lists import merge_lists, read_list, write_list
 
 

@@ -34,8 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
-
-MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation of a normal distribution
+from dataclean.feedback.robust import MAD_SCALE
 
 VERDICT_SCHEMA = pa.schema(
     [
@@ -52,18 +51,6 @@ VERDICT_SCHEMA = pa.schema(
         (C.REASON, pa.string()),
     ]
 )
-
-
-def robust_z(values: np.ndarray, reference: np.ndarray, min_scale: float = 0.01) -> np.ndarray:
-    """Modified z-score of `values` against `reference` (finite values only).
-
-    The scale never goes below `min_scale` times the median, so a window of near-identical
-    losses does not turn a tiny difference into a huge z.
-    """
-    median = float(np.median(reference))
-    mad = float(np.median(np.abs(reference - median))) * MAD_SCALE
-    scale = max(mad, min_scale * abs(median), 1e-9)
-    return (values - median) / scale
 
 
 def _trend(steps: np.ndarray, losses: np.ndarray, half: int) -> np.ndarray:

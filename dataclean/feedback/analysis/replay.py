@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from dataclean import columns as C
-from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.analyze import read_corpus_rows
-from dataclean.feedback.analysis.logs import _format_of, log_files, read_loss_log
+from dataclean.feedback.corpus import read_corpus_rows
+from dataclean.feedback.logs import step_rows
 
 # The loss log's columns, then the sample's text hash and text from the corpus.
 REPLAY_SCHEMA = S.LOSS_LOG_SCHEMA.append(pa.field(C.TEXT_HASH, pa.string())).append(
@@ -35,33 +33,6 @@ class Replay:
     step: int
     rows: pa.Table
     missing_texts: list[str] = field(default_factory=list)
-
-
-def step_rows(losses: str | Path, step: int, since: float | None = None) -> pa.Table:
-    """The loss log's rows of one step. A folder of Parquet files is filtered while it is read
-    (a long run's log need not fit in memory), from the files written at or after `since` (a Unix
-    time: a relaunched run's, `dataclean supervise`) when given; other formats are read whole."""
-    files = log_files(losses)
-    if since is not None and files and all(_format_of(f) == "parquet" for f in files):
-        files = [f for f in files if f.stat().st_mtime >= since - 1]
-        if not files:
-            return S.LOSS_LOG_SCHEMA.empty_table()
-    if files and all(_format_of(f) == "parquet" for f in files):
-        dataset = ds.dataset([str(f) for f in files], format="parquet")
-        if C.STEP not in dataset.schema.names:
-            raise InputError(str(losses), "the loss log has no 'step' column: steps cannot be replayed")
-        table = dataset.to_table(filter=ds.field(C.STEP) == step)
-        columns = [
-            table.column(f.name).cast(f.type)
-            if f.name in table.column_names
-            else pa.nulls(len(table), f.type)
-            for f in S.LOSS_LOG_SCHEMA
-        ]
-        return pa.Table.from_arrays(columns, schema=S.LOSS_LOG_SCHEMA)
-    log = read_loss_log(losses)
-    if not log.has(C.STEP):
-        raise InputError(str(losses), "the loss log has no 'step' column: steps cannot be replayed")
-    return log.table.filter(pc.fill_null(pc.equal(log.table.column(C.STEP), step), False))
 
 
 def replay(

@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.feedback.analysis.analyze import Analysis
-from dataclean.feedback.analysis.diagnose import EXCUSED, Spike
 from dataclean.feedback.analysis.kinds import kinds_markdown
+from dataclean.feedback.detectors import EXCUSED, Spike
 
 COLOURS = {
     "grad_explosion": "tab:red",

@@ -3,10 +3,10 @@
 Rules, checked in this order (the first that fits names the spike):
 - `single_rank`: one rank's samples were all high while the other ranks' were normal: that rank's
   node (hardware, communication) or data shard, not the model; the samples are listed to inspect.
-- `data`: the batch's typical sample was normal, a few samples stood far above it, and without
-  them the batch was at its normal level: they explain the spike, whatever the optimizer's
-  signals did at that step (a few huge losses also make the grad norm jump and can overflow an
-  fp16 scaler).
+- `data`: up to about half of the batch stood far above its clean part, and without them the
+  batch is back in its pre-spike band (`dataclean.feedback.blame`): they explain the spike,
+  whatever the optimizer's signals did at that step (a few huge losses also make the grad norm
+  jump and can overflow an fp16 scaler).
 - `fp16_overflow`: the dynamic loss scale fell within `scale_window` steps of the spike. A scaler
   halves the scale and skips the step when the gradients overflow (Micikevicius et al. 2018,
   "Mixed Precision Training"; PyTorch `GradScaler`); OPT-175B's logbook tied its divergences to
@@ -47,8 +47,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
-from dataclean.feedback.analysis.outliers import MAD_SCALE, robust_z
+from dataclean.feedback.blame import blame_samples
 from dataclean.feedback.monitor import SpikeEvent
+from dataclean.feedback.robust import MAD_SCALE
 
 DIAGNOSES = ("grad_explosion", "fp16_overflow", "data", "lr_overshoot", "single_rank", "unknown")
 OPTIMIZER_EVENTS = frozenset({"fp16_overflow", "grad_explosion", "lr_overshoot"})
@@ -95,10 +96,11 @@ class DiagnosisRules:
     `grad_rise`, `grad_z`: how far above its baseline the recent grad norm must be (ratio of the
     medians, and robust z against the baseline's median/MAD). `grad_jump`: ratio of the spike
     step's grad norm to the baseline. `scale_window`: steps either side of the spike in which a
-    falling loss scale counts. `blame_z`, `blame_ratio`: how far a sample stands out in its batch
-    (robust z, times the batch median). `batch_normal`: a batch median (or the mean of the rest
-    of the batch) up to this many times the recent level is normal. `lr_peak`: fraction of the
-    peak lr that counts as at the peak.
+    falling loss scale counts. `blame_z`, `blame_ratio`, `blame_share`: the floor a blamed sample
+    must clear (robust z and times the median of the clean part of its batch) and the ceiling, a
+    share of the batch (`dataclean.feedback.blame`). `batch_normal`: a median of the rest of a
+    batch up to this many times the recent level is normal (and the band when a spike carries
+    none). `lr_peak`: fraction of the peak lr that counts as at the peak.
     """
 
     lookback: int = 10
@@ -110,6 +112,7 @@ class DiagnosisRules:
     scale_window: int = 2
     blame_z: float = 3.5
     blame_ratio: float = 1.5
+    blame_share: float = 0.5
     batch_normal: float = 1.5
     lr_peak: float = 0.9
 
@@ -122,23 +125,6 @@ def _series(steps: pa.Table, column: str) -> np.ndarray:
 
 def _fmt(value: float) -> str:
     return f"{value:.4g}"
-
-
-def blame_samples(ids: list[str], losses: np.ndarray, rules: DiagnosisRules, level: float) -> list[str]:
-    """Samples of one batch whose loss stands out in that batch (robust z and a ratio)."""
-    finite = np.isfinite(losses)
-    if finite.sum() >= 4:
-        z = robust_z(losses[finite], losses[finite])
-        median = float(np.median(losses[finite]))
-        out = (z >= rules.blame_z) & (losses[finite] >= rules.blame_ratio * median)
-        picked = np.asarray(ids, dtype=object)[finite][out]
-    else:  # a tiny batch: compare with the recent level instead
-        picked = np.asarray(ids, dtype=object)[finite & (losses >= 3 * level)]
-    blamed = list(dict.fromkeys(str(i) for i in picked))
-    nonfinite = [str(i) for i, ok in zip(ids, finite, strict=True) if not ok]
-    if nonfinite and finite.any():  # NaN on some samples of a finite batch: blame them too
-        blamed += [i for i in nonfinite if i not in blamed]
-    return blamed
 
 
 @dataclass
@@ -281,19 +267,26 @@ def diagnose(
             return decide("single_rank")
         if batch.column(C.RANK).null_count == batch.num_rows:
             spike.missing.append("rank")
-        blamed = blame_samples(ids, losses, rules, event.level)
-        if not math.isfinite(event.loss) and finite.any() and not finite.all():
-            # A non-finite step loss is explained by the non-finite samples alone.
-            blamed = [i for i, ok in zip(ids, finite, strict=True) if not ok]
         normal = rules.batch_normal * event.level
+        target = event.band if math.isfinite(event.band) else normal
+        blame = blame_samples(
+            ids, losses, event.level, target, rules.blame_z, rules.blame_ratio, rules.blame_share
+        )
+        if not math.isfinite(event.loss) and finite.any() and not finite.all():
+            # A non-finite step loss is explained by the non-finite samples alone: the rest need
+            # only be normal, not back in the band (a finite batch's mean says nothing of it).
+            blame.sample_ids = [i for i, ok in zip(ids, finite, strict=True) if not ok]
+            blame.target = normal
+            rest = losses[finite]
+            blame.rest_mean, blame.rest_median = float(rest.mean()), float(np.median(rest))
         median = float(np.median(losses[finite])) if finite.any() else math.nan
-        rest = losses[finite & ~np.isin(np.asarray(ids, dtype=object), blamed)]
-        rest_mean = float(rest.mean()) if len(rest) else math.nan
-        if blamed and median <= normal and rest_mean <= normal:
+        if blame.explains and blame.rest_median <= normal:
             top = float(np.nanmax(np.where(finite, losses, np.nan))) if finite.any() else math.nan
             evidence.append(
-                f"batch median {_fmt(median)} is normal; {len(blamed)} of {len(ids)} samples "
-                f"stand out (up to {_fmt(top)}); without them the batch averages {_fmt(rest_mean)}"
+                f"{len(blame.sample_ids)} of {len(ids)} samples listed (up to {_fmt(top)}; each at least "
+                f"{_fmt(blame.floor)}, above the clean part's median {_fmt(blame.reference)}); without "
+                f"them the batch averages {_fmt(blame.rest_mean)}, inside the pre-spike band "
+                f"(<= {_fmt(blame.target)})"
             )
             signals = [scale_fell] if scale_fell else []
             signals += [grad.evidence[-1]] if grad is not None and grad.jump else []
@@ -302,8 +295,13 @@ def diagnose(
                     "the optimizer's signals at this step follow from these samples' losses: "
                     + "; ".join(signals)
                 )
-            spike.sample_ids = blamed
+            spike.sample_ids = blame.sample_ids
             return decide("data")
+        if blame.sample_ids and finite.any():
+            evidence.append(
+                f"{len(blame.sample_ids)} of {len(ids)} samples stand out, but without them the batch "
+                f"still averages {_fmt(blame.rest_mean)} (band <= {_fmt(blame.target)})"
+            )
         if finite.any():
             evidence.append(f"the whole batch rose (median {_fmt(median)})")
             whole_batch = True
