@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import fasttext
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from dataclean import columns as C
-from dataclean.config import parse_settings, select_stages
 from dataclean.dedup.shingles import CHARACTERS, WORDS, Normalized
 from dataclean.errors import ConfigError
 from dataclean.lang import UNKNOWN, bundled_model_path, identify_languages, load_identifier
 from dataclean.lang.fasttext import predict, utf8_buffers
 from dataclean.lang.labels import lid176_labels
+from dataclean.run.config import parse_settings, select_stages
 from dataclean.stages.language import IdentifyLanguage
 from pipelines.default import build
 from tests.conftest import FIXTURE_ROOT, SAMPLE, sample_web_texts
@@ -61,9 +63,20 @@ def _latin(text: str) -> int:
     return sum(ch.isalpha() and (ch.isascii() or "\u00c0" <= ch <= "\u024f") for ch in text)
 
 
+def _jieba_words(text: str) -> int:
+    """Han words as jieba cuts them (the outside count of what Chinese prose carries)."""
+    import jieba
+
+    jieba.setLogLevel(60)
+    return sum(1 for word in jieba.cut(text) if any("\u4e00" <= ch <= "\u9fff" for ch in word))
+
+
 @pytest.mark.parametrize("chinese_share", [0.2, 0.35, 0.45, 0.55, 0.65, 0.8])
-def test_mixed_chinese_english_gets_the_language_of_most_letters(chinese_share: float) -> None:
-    """Real Chinese and English paragraphs joined; the truth is which has more letters."""
+def test_mixed_chinese_english_gets_the_language_with_more_words(chinese_share: float) -> None:
+    """Real Chinese and English paragraphs joined; the truth is which holds more words: jieba's
+    Han words against English words (whitespace-separated). Letters would say otherwise: an
+    English word has about 5 letters, a Chinese word 1.8 characters."""
+    pytest.importorskip("jieba")
     english = " ".join(_lines("wikitext2_test_en.txt")).split(" ")
     chinese = "".join(_lines("cmrc2018_heldout_zh.txt"))
     texts, expected = [], []
@@ -79,10 +92,31 @@ def test_mixed_chinese_english_gets_the_language_of_most_letters(chinese_share: 
         while _latin(" ".join(words[:count])) < total * (1 - chinese_share):
             count += 1
         en = " ".join(words[:count])
+        zh_words, en_words = _jieba_words(zh), sum(1 for w in en.split() if any(c.isalpha() for c in w))
+        if max(zh_words, en_words) < 1.2 * min(zh_words, en_words):
+            continue  # too close to call by any count
         # Chinese first or English first, as paragraphs.
         texts.append(f"{zh}\n\n{en}" if number % 2 else f"{en}\n\n{zh}")
-        expected.append("zh" if _han(texts[-1]) > _latin(texts[-1]) else "en")
+        expected.append("zh" if zh_words > en_words else "en")
     assert _codes(texts) == expected
+
+
+def test_chinese_technical_pieces_with_english_terms_and_code_are_chinese() -> None:
+    """A Chinese article with English terms and real code blocks, cut into pieces (some a code block
+    with the one sentence that introduces it: lid.176 alone calls two of those `ko` and `hr`)."""
+    rows = [
+        json.loads(line)
+        for line in (FIXTURES / "quality" / "zh_code_switched.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert len(rows) >= 25 and sum(row["has_code"] for row in rows) >= 5
+    assert _codes([row["text"] for row in rows]) == ["zh"] * len(rows)
+
+
+def test_english_prose_quoting_chinese_names_stays_english() -> None:
+    english = [line for line in _lines("wikitext2_test_en.txt") if len(line) > 300][:20]
+    names = ["红楼梦", "曹雪芹", "北京大学", "长城", "孔子"]
+    quoted = [text.replace(" the ", f" the {names[k % len(names)]} ", 3) for k, text in enumerate(english)]
+    assert _codes(quoted) == ["en"] * len(quoted)
 
 
 def test_kernel_equals_fasttext_predict_on_real_text() -> None:
