@@ -14,7 +14,7 @@ phases, cut at its progress lines) and its fixed cost: wall minus the stages' se
 workers (`--corpus DIR` measures that on a corpus of your own too, warm, after the rounds).
 
 `--compare-tree DIR` also runs another checkout of dataclean (e.g. the main branch before the
-compile scheduling of `dataclean.warmup`) in the same rounds, alternating with this one, for the
+compile scheduling of `dataclean.run.kernels`) in the same rounds, alternating with this one, for the
 same two figures.
 """
 

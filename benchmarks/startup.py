@@ -1,7 +1,7 @@
 """Where a `dataclean run`'s seconds go, from its own progress lines: a helper of the benchmarks.
 
 `timed_progress(command, env)` runs the command with its stderr piped (so `dataclean run` prints
-its plain, timestamped progress lines: `dataclean.cli_progress`), and returns its wall seconds
+its plain, timestamped progress lines: `dataclean.cli.progress`), and returns its wall seconds
 (start to exit, timed here), the seconds until its first progress line arrived here, and each
 line with the time it arrived. `fixed_cost(wall, stats, workers)` is the wall time not spent in
 the stages: wall minus the stages' seconds (every task's, and each barrier's fit) divided by the

@@ -4,8 +4,8 @@ Reads corpus shards, runs cleaning stages in parallel (locally or on Ray) and wr
 Parquet, an exclusion log with a reason for every dropped row, stats and a report.
 """
 
-from dataclean.kernel_cache import use_shared_cache
+from dataclean.run.kernel_cache import use_shared_cache
 
 __version__ = "0.1.0"
 
-use_shared_cache()  # before any kernel module is imported, in every process (dataclean.kernel_cache)
+use_shared_cache()  # before any kernel module is imported, in every process (dataclean.run.kernel_cache)

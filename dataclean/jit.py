@@ -22,7 +22,7 @@ loops themselves (`benchmarks/bench_compile.py` measures it per stage and per fu
   calls it.
 
 Every kernel is compiled with `nogil=True`: it touches only the arrays it is given, and while the
-driver runs a run's first shards itself (`dataclean.session`), the thread starting Ray beside it
+driver runs a run's first shards itself (`dataclean.run.session`), the thread starting Ray beside it
 gets the interpreter between two kernel calls instead of waiting for each to return (`ray.init`
 took 3.4 s instead of 4.5 s beside a 30,000-document run on 2 cores, one measurement each).
 """

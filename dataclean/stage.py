@@ -3,12 +3,12 @@
 A stage adds or replaces columns, or marks rows to drop with a reason (`with_drops`), or marks
 kept rows to list in its destination folder as well (`with_copies`), or says per row how much it
 did (`with_counts`: escape sequences removed). It never writes files, never sums, never times
-and never imports Ray: the runner (`dataclean.runner`) splits kept from dropped rows, prefixes the
+and never imports Ray: the runner (`dataclean.run.shard`) splits kept from dropped rows, prefixes the
 reason with the stage name, counts, sums and times every stage.
 
 Stages are dataclasses whose init fields are their parameters: typed, validated in
 `__post_init__` (raise `ConfigError` naming the field), and settable from the CLI with
-`--set STAGE.PARAM=VALUE` (see `dataclean.config`). Heavy resources (models) are loaded in
+`--set STAGE.PARAM=VALUE` (see `dataclean.run.config`). Heavy resources (models) are loaded in
 `setup()`, which each worker calls once before its first batch, never once per batch.
 
 A `GlobalStage` is a barrier (dedup, corpus percentiles): `observe` sees every shard's rows and
@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataclean import columns as C
-from dataclean.executors.base import Executor, MapFunction  # noqa: F401 - part of the contract's names
+from dataclean.executors.base import Executor
 
 
 class Stage(ABC):
@@ -58,7 +58,7 @@ class Stage(ABC):
     records_file: ClassVar[str | None] = None
     records_schema: ClassVar[pa.Schema | None] = None
     # True: the run compiles this (global) stage's kernels by a rehearsal, its observe, fit and
-    # apply over a tiny mixed-language corpus (`dataclean.warmup.rehearse`), instead of calling
+    # apply over a tiny mixed-language corpus (`dataclean.run.kernels.rehearse`), instead of calling
     # `compile_kernels`: for kernels that only `fit` reaches, with the types of a real run.
     rehearse: ClassVar[bool] = False
 
@@ -83,7 +83,7 @@ class Stage(ABC):
         """Compile the numba kernels this stage runs (or load them from the cache), on a tiny input
         of the same types as real batches, without loading models. Called once per run on a
         worker before the first shard, so each kernel is compiled once, not once per worker
-        process (`dataclean.warmup`)."""
+        process (`dataclean.run.kernels`)."""
 
     def rehearsal_copy(self) -> Stage:
         """A fresh copy of this stage for a rehearsal (`rehearse`): fitting it must not touch
@@ -207,3 +207,12 @@ def with_counts(table: pa.Table, counts: Mapping[str, pa.Array | np.ndarray | Se
             raise ValueError(f"{len(array)} counts of {what} for {table.num_rows} rows")
         table = table.append_column(C.COUNT_PREFIX + what, array)
     return table
+
+
+def with_column(table: pa.Table, name: str, values: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """`table` with column `name` set to `values`: replaced in place where it exists, else added
+    last. The one way stages and the run layer set a column."""
+    index = table.schema.get_field_index(name)
+    if index >= 0:
+        return table.set_column(index, name, values)
+    return table.append_column(name, values)

@@ -53,7 +53,7 @@ def sample_web_texts() -> list[str]:
     return texts
 
 
-# A progress line of `dataclean run` (dataclean.cli_progress): "[  0.3s] starting Ray ...".
+# A progress line of `dataclean run` (dataclean.cli.progress): "[  0.3s] starting Ray ...".
 PROGRESS_LINE = re.compile(r"^\[ *\d+\.\ds\] ")
 
 

@@ -16,14 +16,16 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from dataclean.cli_progress import RunDisplay
-from dataclean.config import parse_settings, select_stages
+from dataclean.cli.exit import exit_process
+from dataclean.cli.progress import RunDisplay
 from dataclean.errors import ConfigError, DatacleanError
 from dataclean.io.readers import ReadOptions
-from dataclean.progress import Silent
-from dataclean.recipes import load_recipe
-from dataclean.run import ALREADY_COMPLETE, check_paths
-from dataclean.session import Session, exit_process
+from dataclean.run.config import parse_settings, select_stages
+from dataclean.run.output import check_paths
+from dataclean.run.pipeline import ALREADY_COMPLETE
+from dataclean.run.progress import Silent
+from dataclean.run.recipes import load_recipe
+from dataclean.run.session import Session
 from dataclean.stage import Stage
 
 console = Console(stderr=True)
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the `dataclean` command and `python -m dataclean`.
 
     Run as the program itself (no `argv`), the process ends as soon as the command has finished
-    and its output is flushed (`dataclean.session.exit_process` says why). Called with `argv`
+    and its output is flushed (`dataclean.cli.exit.exit_process` says why). Called with `argv`
     (from Python), it returns or raises as usual.
     """
     if argv is not None:

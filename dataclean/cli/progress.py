@@ -1,4 +1,4 @@
-"""The `dataclean run` display of a run's progress (`dataclean.progress` events), on stderr.
+"""The `dataclean run` display of a run's progress (`dataclean.run.progress` events), on stderr.
 
 On a terminal: each step as a line with the seconds since the command started, and under them a
 live line for what runs now (a spinner and its seconds, or the group's bar with shards, rows,

@@ -146,7 +146,7 @@ def find_duplicates(
     all_files, footers = source_files(summaries, earlier, shards)
     files = [source for source in all_files if source.rows > 0]
     nodes = sum(source.rows for source in files)
-    workers = getattr(executor, "workers", 1)
+    workers = executor.workers
 
     pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
     key_partitions = _partitions(nodes * _row_bytes(files, footers, {"keys"}) * 2, workers)

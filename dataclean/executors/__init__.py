@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclean.errors import ConfigError
+from dataclean.executors.base import Executor
 
 
-def make_executor(name: str = "ray", address: str | None = None, workers: int | None = None) -> Any:
+def make_executor(name: str = "ray", address: str | None = None, workers: int | None = None) -> Executor:
     """`local` or `ray` (embedded local Ray unless `address` names a cluster)."""
     if name == "local":
         from dataclean.executors.local import LocalExecutor

@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from dataclean.executors.base import Executor
+
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class LocalExecutor:
+class LocalExecutor(Executor):
     """In-process `map`: the function object is used as it is, so resources load once."""
 
-    workers = 1
+    @property
+    def workers(self) -> int:
+        """One: items run one after the other."""
+        return 1
 
     def map(
         self,
@@ -28,6 +33,3 @@ class LocalExecutor:
                 on_result(index, result)
             results.append(result)
         return results
-
-    def close(self) -> None:
-        """Nothing to release."""

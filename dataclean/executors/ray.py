@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from dataclean.errors import DatacleanError, ExecutorError
 from dataclean.executors import ray_watchdog
-from dataclean.executors.base import WorkQueue
+from dataclean.executors.base import Executor, WorkQueue, warm
 from dataclean.executors.ray_startup import (
     loopback_only,
     quick_node_wait,
@@ -72,9 +72,7 @@ def _function(wrapped: list[Any]) -> Any:
 def _warm(wrapped: list[Any], _slot: int) -> None:
     """A task that readies a worker for the map's items: the function loaded, and its `warm()`
     (loading models) run where it has one."""
-    warm = getattr(_function(wrapped), "warm", None)
-    if warm is not None:
-        warm()
+    warm(_function(wrapped))
 
 
 def _result(ref: Any) -> Any:
@@ -101,7 +99,7 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0][:200]}" if lines else type(error).__name__
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     """`map` as plain Ray tasks, `workers` at a time (default: every CPU of the cluster)."""
 
     def __init__(self, address: str | None = None, workers: int | None = None) -> None:
@@ -123,7 +121,12 @@ class RayExecutor:
                 ) from None
             self._started_here = not address
         cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
-        self.workers = max(1, min(workers or cpus, cpus))
+        self._workers = max(1, min(workers or cpus, cpus))
+
+    @property
+    def workers(self) -> int:
+        """Its Ray tasks in flight at once: the workers asked for, at most the cluster's CPUs."""
+        return self._workers
 
     @staticmethod
     def _start(ray: Any, address: str | None, workers: int | None) -> None:
@@ -160,7 +163,7 @@ class RayExecutor:
         on_result: Callable[[int, R], None] | None = None,
         on_warm: Callable[[], None] | None = None,
     ) -> dict[int, R]:
-        """Run items taken from `queue` (shared with another taker: `dataclean.session`) until
+        """Run items taken from `queue` (shared with another taker: `dataclean.executors.starting`) until
         it is empty; {index: result} of those this executor ran. With `on_warm`, every worker
         first loads the function (and runs its `warm()`: a `GroupWorker` loads its models)
         before any takes an item, and `on_warm` is called then: the other taker goes on until
@@ -172,8 +175,8 @@ class RayExecutor:
                 ray.cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
         function = ray.put(fn)
         if on_warm is not None:
-            warm: Any = ray.remote(_warm).options(num_cpus=1, max_retries=3)
-            for ref in [warm.remote([function], slot) for slot in range(self.workers)]:
+            warm_task: Any = ray.remote(_warm).options(num_cpus=1, max_retries=3)
+            for ref in [warm_task.remote([function], slot) for slot in range(self.workers)]:
                 _result(ref)
             on_warm()
         return self._tasks(function, queue, on_result)

@@ -17,7 +17,7 @@ for `loopback_only`, listening where Ray chooses: see docs/security.md).
 - `quiet_start_notices`: a new local Ray turns token authentication on (as it should) and logs a
   warning saying so on every start, a second line around the run's own one-line error or summary.
   Authentication stays on; only that notice is filtered, and only while the embedded Ray starts.
-  Started in a thread (`dataclean.session`), `ray.init` also warns that it set no SIGTERM handler:
+  Started in a thread (`dataclean.run.session`), `ray.init` also warns that it set no SIGTERM handler:
   `exit_on_sigterm` sets the same one from the main thread, and that notice is filtered too.
 - `without_idle_processes`: a local Ray starts three Python processes that an embedded, one-node,
   dashboard-less run never uses: the log monitor (it streams workers' output to the driver, which

@@ -9,7 +9,7 @@
     OUT/contamination.parquet  with decontaminate: the rows sharing n-grams with eval items
     OUT/_work/         intermediate files between stage groups (removed after a run)
 
-The run layer writes it (`dataclean.run`, `dataclean.runner`), the report and `dataclean feedback`
+The run layer writes it (`dataclean.run`, `dataclean.run.shard`), the report and `dataclean feedback`
 read it; none of them spells a name of it.
 """
 

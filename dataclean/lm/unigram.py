@@ -20,7 +20,7 @@ is needed).
 
 Building the tables walks every piece in Python (0.2-0.4 s a model, in every process that scores
 text, at every run). `read_unigram` keeps them in the folder of the compiled kernels,
-`NUMBA_CACHE_DIR`, which importing dataclean sets (`dataclean.kernel_cache`; by default
+`NUMBA_CACHE_DIR`, which importing dataclean sets (`dataclean.run.kernel_cache`; by default
 `~/.cache/dataclean/numba/dataclean-lm-tables/`), one `.npz` per model, named by the hash of the
 model's bytes and `TABLES_FORMAT`: a later process loads them in milliseconds. A cache that
 cannot be read or written is rebuilt or skipped, never an error.

@@ -1,5 +1,5 @@
 """One numba cache for every process of a run: compiled kernels are compiled once and loaded by
-the driver and every worker (`dataclean.warmup` decides when each is compiled).
+the driver and every worker (`dataclean.run.kernels` decides when each is compiled).
 
 `use_shared_cache` points numba at a per-user folder (`$XDG_CACHE_HOME/dataclean/numba`, by
 default `~/.cache/dataclean/numba`) unless `NUMBA_CACHE_DIR` is already set. It is called in

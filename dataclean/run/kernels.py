@@ -3,7 +3,7 @@ stages' `compile_kernels` and `rehearse` (the stages only say what to compile, n
 
 A first run compiles every kernel the pipeline uses (about 10 s of CPU in all; `dataclean.jit`
 says how the kernels are written to compile little); later runs load them from numba's on-disk
-cache in milliseconds, one cache for the driver and every worker (`dataclean.kernel_cache`).
+cache in milliseconds, one cache for the driver and every worker (`dataclean.run.kernel_cache`).
 Two things keep that first run short:
 
 - `compile_kernels`: before the first shard, the workers compile the kernels of each stage that
@@ -14,7 +14,7 @@ Two things keep that first run short:
   kernel is compiled once, the stages' kernels in parallel, and every other process loads them.
   When the cache is warm this costs one small task per stage (loading what the workers load
   anyway).
-- `compile_in_background`: a run (`dataclean.session.Session`) starts compiling the first
+- `compile_in_background`: a run (`dataclean.run.session.Session`) starts compiling the first
   barrier's kernels (dedup's) in the driver while Ray starts (about 3 s when the driver only
   waits).
 
@@ -72,7 +72,7 @@ def compile_estimate(stages: Sequence[Any], workers: int) -> float:
 def compile_in_background(stages: Sequence[Any]) -> None:
     """Start compiling, in a thread of this process, the kernels of the first barrier stage that
     has some (dedup): its `fit` runs on the driver, which needs them anyway, and a run
-    (`dataclean.session`) calls this while Ray starts, when the driver has nothing else to do.
+    (`dataclean.run.session`) calls this while Ray starts, when the driver has nothing else to do.
     `compile_kernels` leaves that stage to this thread and waits for it before the first shard."""
     from dataclean.stage import GlobalStage
 
@@ -90,7 +90,7 @@ def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) 
     left-over stage would wait for the first of them to finish while this process idles, then
     compile alone at the end (2 s of a first run on 2 cores). With one worker there is nothing
     to share: the run compiles the kernels as it goes. `cached`: an earlier run compiled them
-    all (`dataclean.kernel_cache.kernels_cached`): the workers load them with their first batch,
+    all (`dataclean.run.kernel_cache.kernels_cached`): the workers load them with their first batch,
     so none is sent a task (which would only wait for the executor, and for its workers to start)."""
     with_kernels = _with_kernels(stages)
     elsewhere = [s for s in with_kernels if id(s) not in _BACKGROUND]
@@ -99,7 +99,7 @@ def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) 
     if cached or executor.workers <= 1:
         elsewhere = []  # loaded, or compiled, as the run goes (docstring)
     # The executor's own workers (this process may be one of the run's: dataclean.session).
-    count = getattr(executor, "remote_workers", executor.workers)
+    count = executor.remote_workers
     on_workers, left_over = elsewhere[:count], elsewhere[count:]
     with ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels") as pool:
         remote = pool.submit(executor.map, compile_stage, on_workers) if on_workers else None

@@ -10,7 +10,7 @@
 - `task(label, rows, text_bytes)`: one of the group's shards is done, with its rows and UTF-8
   text bytes read, from which the display shows rows and MB done and the rate.
 
-The CLI's display (`dataclean.cli_progress`) draws these live on a terminal and as plain
+The CLI's display (`dataclean.cli.progress`) draws these live on a terminal and as plain
 timestamped lines when its output is piped or logged; a library caller passes its own, or none.
 """
 

@@ -1,10 +1,10 @@
-"""The shared machinery around stages: split kept from dropped rows, count, time, write.
+"""A worker's run of one stage group over one shard: stream, apply, route, count, time, write.
 
 `GroupWorker` runs one stage group over one shard (a `GroupTask`): it streams the shard's batches
 (from the input for the first group, from the previous group's intermediate files otherwise)
 through the group's stages, routes each stage's dropped rows to `excluded/` or `quarantined/` with
 `stage` and `reason` (`{stage}:{reason}`), feeds the kept rows to the group's barrier (`observe`),
-and writes the kept rows. It returns the task's stats (see `dataclean.stats`). Rows that the reader or
+and writes the kept rows. It returns the task's stats (see `dataclean.run.stats`). Rows that the reader or
 a stage before a redacting stage (`Stage.redacts`: pii) drops pass through its `redact` before they
 are written (`redaction`), so no output holds the personal data that stage removes. Workers are
 picklable and load their stages' resources (`setup`) once, on the first task they run.
@@ -27,15 +27,14 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import InputError, StageError
-from dataclean.ids import text_hashes
+from dataclean.executors.base import WorkerFunction
 from dataclean.io.layout import EXCLUDED, QUARANTINED, Layout
 from dataclean.io.readers import ReadOptions, read_shard
 from dataclean.io.shards import Shard
 from dataclean.io.writers import PartWriter, read_parquet_batches, write_json
+from dataclean.run.routing import READ, finalize, split_drops, split_outputs
+from dataclean.run.stats import UNDECODABLE, new_account, new_stage
 from dataclean.stage import GlobalStage, Stage, reason_kind
-from dataclean.stats import UNDECODABLE, new_account, new_stage
-
-READ = "read"
 
 
 @dataclass(frozen=True)
@@ -66,82 +65,8 @@ def _take_counts(table: pa.Table, stage_stats: dict[str, Any]) -> pa.Table:
     return table.drop_columns(names)
 
 
-def finalize(table: pa.Table) -> pa.Table:
-    """Kept rows as written to OUT/data: contract columns first, in order. A column no stage
-    produced is completed with its neutral value: `text_hash` computed, `weight` 1.0, `dup_cluster`
-    null. `lang` is not: only the `language` stage labels rows (a run without it has no `lang`)."""
-    if C.TEXT_HASH not in table.column_names or table.column(C.TEXT_HASH).null_count:
-        table = _set(table, C.TEXT_HASH, text_hashes(table.column(C.TEXT)))
-    if C.WEIGHT not in table.column_names:
-        table = _set(table, C.WEIGHT, pa.array([1.0] * table.num_rows, pa.float64()))
-    if C.DUP_CLUSTER not in table.column_names:
-        table = _set(table, C.DUP_CLUSTER, pa.nulls(table.num_rows, pa.string()))
-    return _ordered(table)
-
-
-def _set(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    if index >= 0:
-        return table.set_column(index, name, values)
-    return table.append_column(name, values)
-
-
-def _ordered(table: pa.Table) -> pa.Table:
-    leading = [name for name in (*C.LEADING, C.STAGE, C.REASON, C.ACTION) if name in table.column_names]
-    rest = [name for name in table.column_names if name not in leading]
-    return table.select(leading + rest)
-
-
-def split_drops(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table | None]:
-    """Separate rows a stage marked (DROP_REASON not null) from kept ones; label the dropped."""
-    if C.DROP_REASON not in table.column_names:
-        return table, None
-    reasons = table.column(C.DROP_REASON)
-    if reasons.null_count == len(reasons):
-        return table.drop_columns([C.DROP_REASON]), None
-    marked = pc.is_valid(reasons)
-    kept = table.filter(pc.invert(marked)).drop_columns([C.DROP_REASON])
-    return kept, _labelled(stage_name, table.filter(marked), C.DROP_REASON)
-
-
-def split_outputs(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table | None, pa.Table | None]:
-    """(kept, dropped, copies) of a stage's output: `split_drops`, then the kept rows it marked to
-    list in its destination folder too (`with_copies`), labelled like dropped rows. The kept rows
-    lose the private and output-only columns (COPY_REASON, ACTION)."""
-    kept, dropped = split_drops(stage_name, table)
-    if dropped is not None and C.COPY_REASON in dropped.column_names:
-        dropped = dropped.drop_columns([C.COPY_REASON])
-    copies = None
-    if C.COPY_REASON in kept.column_names:
-        reasons = kept.column(C.COPY_REASON)
-        if reasons.null_count < len(reasons):
-            copies = _labelled(stage_name, kept.filter(pc.is_valid(reasons)), C.COPY_REASON)
-        kept = kept.drop_columns([C.COPY_REASON])
-    if C.ACTION in kept.column_names:
-        kept = kept.drop_columns([C.ACTION])
-    return kept, dropped, copies
-
-
-def _labelled(stage_name: str, rows: pa.Table, reason_column: str) -> pa.Table:
-    """Rows for excluded/ or quarantined/: `stage`, and `reason` = `{stage}:{the stage's reason}`."""
-    prefixed = pc.binary_join_element_wise(stage_name, rows.column(reason_column), ":")
-    rows = rows.drop_columns([reason_column])
-    rows = rows.append_column(C.STAGE, pa.array([stage_name] * rows.num_rows, pa.string()))
-    rows = rows.append_column(C.REASON, prefixed)
-    return _ordered(rows)
-
-
-def redaction(stages: list[Stage]) -> tuple[Stage | None, frozenset[str]]:
-    """The pipeline's first redacting stage (`Stage.redacts`), and the names of the steps before
-    it (the reader's included) whose dropped rows it must redact before they are written."""
-    for position, stage in enumerate(stages):
-        if stage.redacts:
-            return stage, frozenset([READ, *(s.name for s in stages[:position])])
-    return None, frozenset()
-
-
 @dataclass
-class GroupWorker:
+class GroupWorker(WorkerFunction):
     """Runs stage groups over shards; shipped to each worker once (see the module docstring).
 
     `redactor` redacts the dropped rows of the steps named in `unredacted` (`redaction`)."""
@@ -154,7 +79,7 @@ class GroupWorker:
     redactor: Stage | None = None
     unredacted: frozenset[str] = frozenset()
     _ready: bool = field(default=False, init=False, repr=False)
-    # Its tasks may run in the driver while the executor starts (`dataclean.session`): each
+    # Its tasks may run in the driver while the executor starts (`dataclean.executors.starting`): each
     # writes its own files, the same wherever it runs. (Compiling kernels ahead, say, may not:
     # that is the workers' to do in parallel.)
     shareable: ClassVar[bool] = True

@@ -227,8 +227,8 @@ def test_progress_lines_say_what_the_run_does_in_order(tmp_path: Path) -> None:
 def test_a_resumed_run_says_so_and_what_it_skips(tmp_path: Path) -> None:
     from dataclean.executors.local import LocalExecutor
     from dataclean.io.layout import Layout
-    from dataclean.recipes import load_recipe
     from dataclean.run import run_pipeline
+    from dataclean.run.recipes import load_recipe
 
     source = tmp_path / "in"
     source.mkdir()

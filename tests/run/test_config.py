@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dataclean.config import configure, parse_settings, select_stages
 from dataclean.errors import ConfigError
+from dataclean.run.config import configure, parse_settings, select_stages
 from dataclean.stages.clean import CleanText
 from dataclean.stages.language import IdentifyLanguage
 

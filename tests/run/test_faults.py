@@ -228,7 +228,7 @@ def test_one_and_two_workers_and_local_give_identical_output(tmp_path: Path, ray
 
 
 def _recipe_barrier() -> list[Stage]:
-    from dataclean.recipes import load_module
+    from dataclean.run.recipes import load_module
 
     return [load_module(str(RECIPE)).LongerThanMedian()]
 

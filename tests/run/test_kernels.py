@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from dataclean.kernel_cache import shared_cache_dir
+from dataclean.run.kernel_cache import shared_cache_dir
 from tests.conftest import ROOT
 
 
@@ -44,7 +44,7 @@ def test_the_cache_is_a_per_user_folder_unless_numba_cache_dir_is_set(tmp_path: 
     assert chosen == str(tmp_path / "mine")
     # numba imported first: still the shared folder, for the kernels dataclean imports later
     late = _python(
-        "import numba, dataclean.kernel_cache as k; k.use_shared_cache(); print(numba.config.CACHE_DIR)",
+        "import numba, dataclean.run.kernel_cache as k; k.use_shared_cache(); print(numba.config.CACHE_DIR)",
         {"NUMBA_CACHE_DIR": str(tmp_path / "late")},
     )
     assert late == str(tmp_path / "late")
@@ -75,7 +75,7 @@ COVERAGE = """
     import pipelines.default
     from dataclean.executors.local import LocalExecutor
     from dataclean.run import run_pipeline
-    from dataclean.warmup import compile_stage
+    from dataclean.run.kernels import compile_stage
 
     compiled = collections.Counter()
 
@@ -136,8 +136,8 @@ def test_the_driver_compiles_the_barriers_kernels_while_the_workers_take_the_oth
 
     import pyarrow as pa
 
+    from dataclean.run.kernels import compile_in_background, compile_kernels
     from dataclean.stage import FitContext, GlobalStage, Stage
-    from dataclean.warmup import compile_in_background, compile_kernels
 
     compiled: dict[str, str] = {}
 
@@ -191,8 +191,8 @@ def test_the_workers_take_the_longest_stages_and_this_process_the_rest() -> None
 
     import pyarrow as pa
 
+    from dataclean.run.kernels import compile_kernels
     from dataclean.stage import Stage
-    from dataclean.warmup import compile_kernels
 
     compiled: dict[str, str] = {}
 

@@ -1,4 +1,4 @@
-"""The run lifecycle (`dataclean.session.Session`): stages loaded while the executor starts, the
+"""The run lifecycle (`dataclean.run.session.Session`): stages loaded while the executor starts, the
 report written while it closes, and everything closed when something fails."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pytest
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
+from dataclean.executors.base import WorkerFunction
 from dataclean.executors.local import LocalExecutor
-from dataclean.progress import Silent
-from dataclean.session import Session, _Starting
+from dataclean.executors.starting import Starting
+from dataclean.run.session import Session
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from dataclean.stages.language import IdentifyLanguage
@@ -61,18 +62,18 @@ class _NeedsLang(Stage):
         return table
 
 
-# A map before the executor is up (`dataclean.session._Starting`): this process runs items until
+# A map before the executor is up (`dataclean.executors.starting.Starting`): this process runs items until
 # the executor's workers are ready, they take the rest; in order, each item once.
 _UP = threading.Event()
 
 
-class _Slow:
+class _Slow(WorkerFunction):
     """Each item: (item, the process that ran it), after 0.1 s. In the test's own process the
     second item lets the executor start, and the third waits (up to a minute) until a worker has
     run an item (`ran_there`): a worker's start can take longer than this process's items on a
     loaded machine, and both must take part."""
 
-    shareable = True  # as a GroupWorker is
+    shareable: ClassVar[bool] = True  # as a GroupWorker is
 
     def __init__(self, ran_there: Path) -> None:
         self.ran = 0
@@ -103,7 +104,7 @@ def test_a_map_before_the_executor_is_up_runs_here_then_on_its_workers(
 ) -> None:
     _UP.clear()
     seen: list[int] = []
-    starting = _Starting(lambda: _started_when_up(ray_executor), 2, Silent())
+    starting = Starting(lambda: _started_when_up(ray_executor), 2)
     work = _Slow(tmp_path / "ran-on-a-worker")
     results = starting.map(work, list(range(24)), on_result=lambda index, _: seen.append(index))
     assert [item for item, _ in results] == list(range(24)) and sorted(seen) == list(range(24))
@@ -123,21 +124,21 @@ class _FailsHere:
 
 def test_an_error_in_this_process_ends_the_shared_map() -> None:
     never = threading.Event()
-    starting = _Starting(lambda: never.wait(60) or LocalExecutor(), 2, Silent())  # type: ignore[func-returns-value]
+    starting = Starting(lambda: never.wait(60) or LocalExecutor(), 2)  # type: ignore[func-returns-value]
     with pytest.raises(ConfigError, match="item 1 is bad"):
         starting.map(_FailsHere(), [0, 1, 2, 3])
     never.set()
 
 
 # With an embedded Ray on 2 cores or more, this process is one of the workers for the whole run
-# (`_Starting(driver_works=True)`): it takes items beside Ray's workers in every shareable or light
+# (`Starting(driver_works=True)`): it takes items beside Ray's workers in every shareable or light
 # map, to the last one, also once Ray is up.
 
 
-class _Paced:
+class _Paced(WorkerFunction):
     """Each item: (item, the process that ran it), after `seconds`."""
 
-    shareable = True
+    shareable: ClassVar[bool] = True
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -148,7 +149,7 @@ class _Paced:
 
 
 class _PacedLight(_Paced):
-    shareable = False  # a fit's step: light, no model
+    shareable: ClassVar[bool] = False  # a fit's step: light, no model
 
 
 def _appender(seen: list[int]) -> Any:
@@ -156,7 +157,7 @@ def _appender(seen: list[int]) -> Any:
 
 
 def test_this_process_works_beside_a_started_ray_to_the_last_item(ray_executor: Any) -> None:
-    starting = _Starting(lambda: ray_executor, 2, Silent(), driver_works=True)
+    starting = Starting(lambda: ray_executor, 2, driver_works=True)
     starting.ready()
     assert starting.workers == 2 and starting.remote_workers == 1
     for fn, light in ((_Paced(0.05), False), (_PacedLight(0.05), True)):
@@ -185,7 +186,7 @@ class _FailsThere:
 
 
 def test_an_error_on_a_worker_ends_a_map_this_process_shares(ray_executor: Any) -> None:
-    starting = _Starting(lambda: ray_executor, 2, Silent(), driver_works=True)
+    starting = Starting(lambda: ray_executor, 2, driver_works=True)
     started = time.monotonic()
     with pytest.raises(ConfigError, match="failed on a worker"):
         starting.map(_FailsThere(), list(range(2000)))
@@ -196,5 +197,5 @@ def test_an_embedded_ray_session_starts_ray_with_one_worker_fewer() -> None:
     session = Session([CleanText()], "ray", workers=2)
     with session:
         executor = session.executor
-        assert isinstance(executor, _Starting) and executor.workers == 2
+        assert isinstance(executor, Starting) and executor.workers == 2
         assert executor.ready().workers == 1 and executor.remote_workers == 1

@@ -13,10 +13,10 @@ import pytest
 from dataclean import columns as C
 from dataclean.classify.models import label_probability, load_classifier
 from dataclean.classify.ranks import GRID, buckets, combined_ranks, ranks
-from dataclean.config import configure
 from dataclean.errors import ConfigError
 from dataclean.executors.local import LocalExecutor
 from dataclean.run import run_pipeline
+from dataclean.run.config import configure
 from dataclean.stages.classify import ScoreQuality
 from dataclean.stages.language import IdentifyLanguage
 from pipelines.default import build

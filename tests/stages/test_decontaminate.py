@@ -15,13 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataclean import columns as C
-from dataclean.config import configure
 from dataclean.contamination.ngrams import ngram_hashes, tokens
 from dataclean.contamination.removal import token_spans
 from dataclean.dedup.shingles import normalize_text
 from dataclean.errors import ConfigError
 from dataclean.executors.local import LocalExecutor
 from dataclean.run import run_pipeline
+from dataclean.run.config import configure
 from dataclean.stages.clean import CleanText
 from dataclean.stages.decontaminate import DropContaminated
 from tests.conftest import FIXTURE_ROOT, read_rows, sample_web_texts, write_jsonl

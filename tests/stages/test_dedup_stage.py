@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataclean import columns as C
-from dataclean.config import configure
 from dataclean.dedup.decisions import Decisions
 from dataclean.dedup.index import build_index
 from dataclean.dedup.reduce import PARTITION_BYTES, _partitions
 from dataclean.errors import ConfigError
 from dataclean.executors.local import LocalExecutor
+from dataclean.run.config import configure
 from dataclean.stage import FitContext
 from dataclean.stages.dedup import DropDuplicates
 from tests.conftest import FIXTURE_ROOT

@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataclean import columns as C
-from dataclean.config import configure
 from dataclean.errors import ConfigError
 from dataclean.executors.local import LocalExecutor
 from dataclean.io.readers import ReadOptions
 from dataclean.lm.quantiles import exact_quantiles
 from dataclean.run import run_pipeline
+from dataclean.run.config import configure
 from dataclean.stage import FitContext
 from dataclean.stages import perplexity as P
 from dataclean.stages.language import IdentifyLanguage

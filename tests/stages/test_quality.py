@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 
 from dataclean import columns as C
-from dataclean.config import configure
 from dataclean.errors import ConfigError
 from dataclean.quality import planted
 from dataclean.quality.reference import datatrove_available, datatrove_reasons
 from dataclean.quality.tokenizer import words
+from dataclean.run.config import configure
 from dataclean.stages.quality import FilterQuality
 from tests.conftest import FIXTURE_ROOT, read_rows, write_jsonl
 

@@ -12,6 +12,7 @@ import pytest
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
+from dataclean.executors.local import LocalExecutor
 from dataclean.ids import text_hash
 from dataclean.quarantine.lists import make_list, write_list
 from dataclean.quarantine.neardup import NearDuplicateIndex, shingle_hashes
@@ -32,13 +33,6 @@ def edited(text: str) -> str:
     words = text.split(" ")
     words[3], words[-4] = "quite", "indeed"
     return " ".join(words)
-
-
-class LocalExecutor:
-    workers = 1
-
-    def map(self, fn, items, on_result=None):
-        return [fn(item) for item in items]
 
 
 def run_stage(stage: DropQuarantined, table: pa.Table, tmp_path: Path) -> pa.Table:

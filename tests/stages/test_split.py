@@ -18,10 +18,10 @@ from click.testing import CliRunner
 
 from dataclean import columns as C
 from dataclean.cli import cli
-from dataclean.config import configure
 from dataclean.errors import ConfigError
 from dataclean.executors.local import LocalExecutor
 from dataclean.run import run_pipeline
+from dataclean.run.config import configure
 from dataclean.stages.clean import CleanText
 from dataclean.stages.split import SplitLongDocuments, chunk_text, split_sentences
 from dataclean.text.chunking import chunk_spans, load_tokenizer

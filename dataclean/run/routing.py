@@ -1,0 +1,85 @@
+"""Where a stage's output rows go: kept, dropped (labelled with stage and reason), copied, redacted,
+and how kept rows are finalized for OUT/data.
+
+A stage marks rows (`dataclean.stage.with_drops`, `with_copies`); `split_outputs` separates them
+and labels the dropped and copied ones with `stage` and `{stage}:{reason}`; `finalize` gives the
+kept rows of the last group the final columns (`FINAL_COLUMNS`) in contract order.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dataclean import columns as C
+from dataclean.ids import text_hashes
+from dataclean.stage import Stage, with_column
+
+READ = "read"
+
+
+def finalize(table: pa.Table) -> pa.Table:
+    """Kept rows as written to OUT/data: contract columns first, in order. A column no stage
+    produced is completed with its neutral value: `text_hash` computed, `weight` 1.0, `dup_cluster`
+    null. `lang` is not: only the `language` stage labels rows (a run without it has no `lang`)."""
+    if C.TEXT_HASH not in table.column_names or table.column(C.TEXT_HASH).null_count:
+        table = with_column(table, C.TEXT_HASH, text_hashes(table.column(C.TEXT)))
+    if C.WEIGHT not in table.column_names:
+        table = with_column(table, C.WEIGHT, pa.array([1.0] * table.num_rows, pa.float64()))
+    if C.DUP_CLUSTER not in table.column_names:
+        table = with_column(table, C.DUP_CLUSTER, pa.nulls(table.num_rows, pa.string()))
+    return _ordered(table)
+
+
+def _ordered(table: pa.Table) -> pa.Table:
+    leading = [name for name in (*C.LEADING, C.STAGE, C.REASON, C.ACTION) if name in table.column_names]
+    rest = [name for name in table.column_names if name not in leading]
+    return table.select(leading + rest)
+
+
+def split_drops(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+    """Separate rows a stage marked (DROP_REASON not null) from kept ones; label the dropped."""
+    if C.DROP_REASON not in table.column_names:
+        return table, None
+    reasons = table.column(C.DROP_REASON)
+    if reasons.null_count == len(reasons):
+        return table.drop_columns([C.DROP_REASON]), None
+    marked = pc.is_valid(reasons)
+    kept = table.filter(pc.invert(marked)).drop_columns([C.DROP_REASON])
+    return kept, _labelled(stage_name, table.filter(marked), C.DROP_REASON)
+
+
+def split_outputs(stage_name: str, table: pa.Table) -> tuple[pa.Table, pa.Table | None, pa.Table | None]:
+    """(kept, dropped, copies) of a stage's output: `split_drops`, then the kept rows it marked to
+    list in its destination folder too (`with_copies`), labelled like dropped rows. The kept rows
+    lose the private and output-only columns (COPY_REASON, ACTION)."""
+    kept, dropped = split_drops(stage_name, table)
+    if dropped is not None and C.COPY_REASON in dropped.column_names:
+        dropped = dropped.drop_columns([C.COPY_REASON])
+    copies = None
+    if C.COPY_REASON in kept.column_names:
+        reasons = kept.column(C.COPY_REASON)
+        if reasons.null_count < len(reasons):
+            copies = _labelled(stage_name, kept.filter(pc.is_valid(reasons)), C.COPY_REASON)
+        kept = kept.drop_columns([C.COPY_REASON])
+    if C.ACTION in kept.column_names:
+        kept = kept.drop_columns([C.ACTION])
+    return kept, dropped, copies
+
+
+def _labelled(stage_name: str, rows: pa.Table, reason_column: str) -> pa.Table:
+    """Rows for excluded/ or quarantined/: `stage`, and `reason` = `{stage}:{the stage's reason}`."""
+    prefixed = pc.binary_join_element_wise(stage_name, rows.column(reason_column), ":")
+    rows = rows.drop_columns([reason_column])
+    rows = rows.append_column(C.STAGE, pa.array([stage_name] * rows.num_rows, pa.string()))
+    rows = rows.append_column(C.REASON, prefixed)
+    return _ordered(rows)
+
+
+def redaction(stages: list[Stage]) -> tuple[Stage | None, frozenset[str]]:
+    """The pipeline's first redacting stage (`Stage.redacts`), and the names of the steps before
+    it (the reader's included) whose dropped rows it must redact before they are written."""
+    for position, stage in enumerate(stages):
+        if stage.redacts:
+            return stage, frozenset([READ, *(s.name for s in stages[:position])])
+    return None, frozenset()
