@@ -46,6 +46,9 @@ class Stage(ABC):
     # columns depend on its parameters overrides `required_columns` / `provided_columns`.
     requires: ClassVar[tuple[str, ...]] = ()
     provides: ClassVar[tuple[str, ...]] = ()
+    # Columns it reads when a batch has them and does without otherwise (dedup shingles by `lang`
+    # when a language stage ran): planning checks no stage after it provides one.
+    reads_if_present: ClassVar[tuple[str, ...]] = ()
     # About how long `compile_kernels` takes on a first run, in CPU seconds (as
     # benchmarks/bench_compile.py measures it): the workers take the longest first.
     compile_seconds: ClassVar[float] = 0.0
@@ -69,6 +72,10 @@ class Stage(ABC):
     def provided_columns(self) -> tuple[str, ...]:
         """Columns this stage adds (default: `provides`)."""
         return self.provides
+
+    def optional_columns(self) -> tuple[str, ...]:
+        """Columns this stage reads when present (default: `reads_if_present`)."""
+        return self.reads_if_present
 
     def prepare(self, scratch: str) -> None:  # noqa: B027 - optional hook, most stages need nothing
         """Once per run, on the driver, before the first shard: build what every worker needs

@@ -321,6 +321,33 @@ def parquet_columns(shard: Shard) -> list[str]:
         return []
 
 
+def carried_columns(shard: Shard, options: ReadOptions) -> list[str]:
+    """The columns a shard's rows carry into the run beside the reader's own (`id`, `text`,
+    `parent_id`, `bad_bytes`), as far as planning can tell without reading a batch: a Parquet
+    shard's footer, a JSONL shard's first record (one line read), none for text. Names dataclean
+    owns come back as the reader renames them (`input_id`). [] when the shard cannot be read
+    (reading it reports that, with the shard's name and row)."""
+    if shard.format == "parquet":
+        names = parquet_columns(shard)
+    elif shard.format == "jsonl":
+        names = _first_record_keys(shard)
+    else:
+        return []
+    own = {options.text_column, options.id_column}
+    return [_carried_name(name) for name in names if name not in own]
+
+
+def _first_record_keys(shard: Shard) -> list[str]:
+    try:
+        for line in _lines(shard):
+            if line.strip():
+                record = json.loads(decode_utf8(line)[0])
+                return [str(key) for key in record] if isinstance(record, dict) else []
+    except (OSError, ValueError, _StreamBroken, pa.ArrowException):
+        return []
+    return []
+
+
 def read_parquet(shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
     fs, path = filesystem(shard.uri)
     try:

@@ -84,7 +84,7 @@ def run_pipeline(
     }
     resumed = prepare_output(layout, config, overwrite)
     shards = discover(resolve_inputs(inputs, layout))
-    check_columns(stages, input_columns(shards))  # before any row is read, on every executor
+    check_columns(stages, input_columns(shards, read_options))  # before any row is read, on every executor
     manifest = {
         "dataclean_version": dataclean.__version__,
         "config": config,

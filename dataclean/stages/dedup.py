@@ -49,8 +49,9 @@ class DropDuplicates(GlobalStage):
     """Drop exact and near-duplicate rows, keeping one row per cluster (module docstring)."""
 
     name: ClassVar[str] = "dedup"
-    # `lang`, when a stage provides it, chooses word or character shingles; without it, the script does.
     provides: ClassVar[tuple[str, ...]] = (C.DUP_CLUSTER, C.DUP_SCORE)
+    # `lang`, when present, chooses word or character shingles; without it, the script does.
+    reads_if_present: ClassVar[tuple[str, ...]] = (C.LANG,)
     compile_seconds: ClassVar[float] = 3.7  # benchmarks/bench_compile.py
     rehearse: ClassVar[bool] = True  # its kernels compile in observe, fit and apply (Stage.rehearse)
 
@@ -105,6 +106,12 @@ class DropDuplicates(GlobalStage):
             raise ConfigError(f"dedup.fold: unknown {', '.join(unknown)} (valid: {', '.join(FOLDS)})")
         if self.bands is not None and self.rows is not None:
             self._bands_rows = (self.bands, self.rows)
+
+    def required_columns(self) -> tuple[str, ...]:
+        """The column `keep` ranks rows by (`keep=-ppl`: `ppl`), checked when the run is planned."""
+        if self.keep in ("first", "longest"):
+            return ()
+        return (self.keep[1:] if self.keep.startswith("-") else self.keep,)
 
     def bands_rows(self) -> tuple[int, int]:
         """(bands, rows) of the LSH index: as given, else chosen by datasketch's optimizer

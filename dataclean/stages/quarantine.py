@@ -47,6 +47,9 @@ class DropQuarantined(GlobalStage):
     name: ClassVar[str] = "quarantine"
     destination: ClassVar[str] = "quarantined"
     provides: ClassVar[tuple[str, ...]] = (C.WEIGHT,)
+    # An input's `text_hash` (a previous run's OUT/data) saves hashing; an input's `weight` is
+    # lowered, never raised.
+    reads_if_present: ClassVar[tuple[str, ...]] = (C.TEXT_HASH, C.WEIGHT)
 
     path: str | None = None
     near_duplicates: bool = True

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataclean import columns as C
-from dataclean.errors import ConfigError
+from dataclean.errors import ConfigError, ExecutorError
 from dataclean.quarantine.lists import make_list, write_list
-from dataclean.run import check_columns
+from dataclean.run import check_columns, run_pipeline
 from dataclean.stage import Stage
 from dataclean.stages.clean import CleanText
 from dataclean.stages.dedup import DropDuplicates
@@ -173,3 +173,103 @@ def test_an_option_whose_stage_is_not_in_the_recipe_says_so(tmp_path: Path) -> N
     assert result.stderr.strip() == (
         "error: --quarantine: needs one quarantine stage (DropQuarantined) in the recipe, found none"
     )
+
+
+# The contract's reads that depend on the input, on a parameter, or on an optional column.
+
+
+def _rows_with_lang() -> list[dict[str, object]]:
+    prose = (
+        "The committee met on Tuesday to discuss the budget for the coming year, and after a long "
+        "debate it agreed to fund the new library, the repairs to the bridge and the school meals. "
+    )
+    return [
+        {"id": f"en{i}", "text": prose * 3 + f"Item {i} was recorded in the minutes.", "lang": "en"}
+        for i in range(3)
+    ]
+
+
+def test_an_input_lang_satisfies_quality_and_classify_run_alone(tmp_path: Path) -> None:
+    """`--only quality` and `--only classify` on an input with its own `lang` column run: the plan
+    reads the input's first record, and the input's column serves as the language stage's would."""
+    inp = write_jsonl(tmp_path / "in.jsonl", _rows_with_lang())
+    model = ROOT / "tests" / "fixtures" / "classify" / "tiny_hs_bigram.ftz"
+    runs = {
+        "quality": ("--only", "quality"),
+        "classify": (
+            "--only",
+            "classify",
+            "--set",
+            f"classify.models=tiny:{model}",
+            "--set",
+            "classify.label=hq",
+        ),
+    }
+    for name, args in runs.items():
+        out = tmp_path / name
+        result = _cli(str(inp), "-o", str(out), "--executor", "local", *args)
+        assert result.returncode == 0, result.stderr[-3000:]
+        stats = json.loads((out / "stats.json").read_text())
+        assert stats["totals"]["rows_in"] == 3
+        assert [stage["stage"] for stage in stats["stages"] if stage["stage"] != "read"] == [name]
+    kept = pq.read_table(tmp_path / "classify" / "data").to_pylist()
+    assert {row["lang"] for row in kept} == {"en"} and all(0.0 <= row["quality_tiny"] <= 1.0 for row in kept)
+
+
+def test_a_keep_column_the_run_lacks_fails_when_planned_in_one_line(tmp_path: Path) -> None:
+    inp = write_jsonl(tmp_path / "in.jsonl", _rows_with_lang())
+    out = tmp_path / "out"
+    result = _cli(
+        str(inp), "-o", str(out), "--executor", "local", "--only", "dedup", "--set", "dedup.keep=-score"
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == ["error: stage 'dedup' needs column 'score', which no stage before it provides"]
+    assert not out.exists()
+    # With the column in the input, the same setting plans and runs.
+    rows = [{**row, "score": float(i)} for i, row in enumerate(_rows_with_lang())]
+    given = write_jsonl(tmp_path / "given.jsonl", rows)
+    result = _cli(
+        str(given), "-o", str(out), "--executor", "local", "--only", "dedup", "--set", "dedup.keep=-score"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_an_optional_read_provided_only_later_is_refused() -> None:
+    with pytest.raises(ConfigError) as raised:
+        check_columns([DropDuplicates(), IdentifyLanguage()])
+    assert str(raised.value) == (
+        "stage 'dedup' reads column 'lang' when present, but stage 'language' provides it only after it: "
+        "put that stage first"
+    )
+    check_columns([DropDuplicates(), IdentifyLanguage()], given=[C.LANG])  # the input's lang serves
+
+
+def test_the_final_step_is_the_one_producer_of_text_hash() -> None:
+    @dataclass
+    class Hashes(Stage):
+        name: ClassVar[str] = "hashes"
+        provides: ClassVar[tuple[str, ...]] = (C.TEXT_HASH,)
+
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+    with pytest.raises(ConfigError, match="provides column 'text_hash', which the final step provides"):
+        check_columns([Hashes()])
+
+
+def test_an_object_that_is_not_an_executor_is_refused_naming_what_it_lacks(tmp_path: Path) -> None:
+    class Half:
+        workers = 2
+
+        def map(self, fn: object, items: list[object]) -> list[object]:
+            return []
+
+    inp = write_jsonl(tmp_path / "in.jsonl", _rows_with_lang())
+    with pytest.raises(ExecutorError) as raised:
+        run_pipeline([str(inp)], str(tmp_path / "out"), [CleanText()], Half())  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "Half is not an executor: it lacks remote_workers, starting, map_queue, close; subclass "
+        "dataclean.executors.base.Executor, which declares every capability a run uses"
+    )
+    assert not (tmp_path / "out").exists()
