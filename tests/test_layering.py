@@ -93,9 +93,9 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value
             parts = text.split(".")
-            if parts[0] == "dataclean" and len(parts) > 1 and all(p.isidentifier() for p in parts):
-                if _module_path(text):
-                    found.add(text)
+            named = parts[0] == "dataclean" and len(parts) > 1 and all(p.isidentifier() for p in parts)
+            if named and _module_path(text):
+                found.add(text)
     return found
 
 
