@@ -8,13 +8,27 @@ component on its own:
 1. Members are taken in keep order: priority, then id (rows from an earlier output first).
 2. Exact: a member whose exact hash was seen before in its component is `exact_of` the first
    such member (or follows it, if that member turned out a near duplicate).
-3. Near: a member is compared with the kept members ("centers") that share an LSH key with it;
-   the most similar center with similarity >= threshold keeps it as `near_duplicate_of`, with
-   that similarity as its score. Otherwise it becomes a center itself.
+3. Near: a member is compared with kept members ("centers") of its component; the most similar
+   center with similarity >= threshold keeps it as `near_duplicate_of`, with that similarity as
+   its score. Otherwise it becomes a center itself.
 
 So a dropped row is always within the threshold of the row it names, which is kept: chains
 (a ~ b ~ c with a !~ c) do not drop c for resembling a row that was itself dropped. Similarity
 is the exact Jaccard of the two shingle sets (`verify`), or the share of equal MinHash values.
+
+Which centers a member is compared with, and why the work per member is bounded: centers are
+filed under tokens, and a member looks up its own. With `verify`, the tokens are a row's prefix
+shingles (`dataclean.dedup.sets`): every center at or over the threshold shares one, so the
+member is compared with all of them, while pages that merely share a site template (Jaccard
+about 0.5, one giant LSH component) share none, and a member of such a component is compared
+with next to nothing (it was compared with every center sharing a band: quadratic; 6,000 such
+pages took 46 s against 3.5 s for plain ones). Without `verify`, the tokens are the LSH band
+keys. Two caps bound the rest whatever the graph: a token files at most `MAX_POSTINGS` centers
+(the first in keep order), and a member is compared with at most `MAX_CHECKS` centers, those
+sharing the most tokens with it (ties: earliest in keep order). Neither changes precision (every
+drop is still verified); they only bind when many centers share a member's rarest shingles,
+which costs recall only there. Everything a decision depends on is its component's rows, so
+decisions do not depend on the partition count or on which components share a partition.
 
 Memory per task: one summary file's columns (gather), or one partition of candidate rows with
 their sketches (cluster). Candidates are usually a small part of the corpus.
@@ -40,9 +54,17 @@ from dataclean.dedup.partition import (
     read_partition,
     write_partitioned,
 )
+from dataclean.dedup.sets import (
+    agreement,
+    heap_sort,
+    jaccard_helper,
+    prefix_tokens,
+    slot,
+    sorted_sets,
+    table_bits,
+)
 from dataclean.dedup.summary import SUMMARY_SCHEMA
 from dataclean.io.files import load_array, read_parquet
-from dataclean.jit import helper
 
 CANDIDATE_SCHEMA = pa.schema(
     [
@@ -60,6 +82,10 @@ DECISION_SCHEMA = pa.schema(
         pa.field("score", pa.float64()),
     ]
 )
+
+# Bounds on the work per member (module docstring): entries kept per token, centers verified.
+MAX_POSTINGS = 64
+MAX_CHECKS = 32
 
 # Decision kinds; the first three are also the reason prefixes the stage writes.
 UNIQUE, KEPT, EXACT, NEAR = 0, 1, 2, 3
@@ -124,7 +150,8 @@ class ClusterCandidates:
         table = table.take(order)
         key_values, key_offsets = flat_lists(table.column("keys"))
         sketch_values, sketch_offsets = flat_lists(table.column("sketch"))
-        kind, target, score = decide(
+        kind, target, score, checks = decide(
+            table.column("root").to_numpy(),
             table.column("earlier").to_numpy(zero_copy_only=False),
             pc.fill_null(table.column("exact"), 0).to_numpy(),
             key_values.astype(np.uint64, copy=False),
@@ -154,195 +181,133 @@ class ClusterCandidates:
         )
         counts = {name: int(np.sum(kind[decided] == k)) for k, name in KIND_NAMES.items()}
         counts["candidates"] = table.num_rows
+        counts["comparisons"] = checks
         return counts, peak_memory_bytes()
-
-
-def _sorted_sets(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's hashes, sorted and deduplicated: (values, offsets)."""
-    longest = max(1, int(np.diff(offsets).max(initial=0)))
-    bits = max(1, (longest - 1).bit_length())
-    out, out_offsets = np.empty_like(values), np.zeros_like(offsets)
-    counts, scratch = np.empty((1 << bits) + 1, dtype=np.int64), np.empty(longest, dtype=values.dtype)
-    used = _sorted_set_kernel(values, offsets, out, out_offsets, counts, scratch)
-    return out[:used], out_offsets
-
-
-@nb.njit(cache=True, nogil=True)
-def _sorted_set_kernel(values, offsets, out, out_offsets, counts, scratch):  # type: ignore[no-untyped-def]
-    """`_sorted_sets` into arrays it allocates (`dataclean.jit`); returns the values written.
-
-    Hashes are uniform, so a bucket sort on the top bits (at least as many buckets as values) then
-    insertion sort inside each tiny bucket runs in expected linear time: 5x faster than numba's
-    np.sort per row, which dominated `fit`."""
-    position = 0
-    for row in range(len(offsets) - 1):
-        start, end = offsets[row], offsets[row + 1]
-        size = end - start
-        row_bits = 1
-        while (1 << row_bits) < size:
-            row_bits += 1
-        buckets = 1 << row_bits
-        shift = 32 - row_bits
-        counts[: buckets + 1] = 0
-        for k in range(start, end):
-            counts[(values[k] >> shift) + 1] += 1
-        for b in range(buckets):
-            counts[b + 1] += counts[b]
-        for k in range(start, end):
-            bucket = values[k] >> shift
-            scratch[counts[bucket]] = values[k]
-            counts[bucket] += 1
-        # counts[b] is now the end of bucket b; insertion-sort each bucket in place.
-        begin = 0
-        for b in range(buckets):
-            finish = counts[b]
-            for i in range(begin + 1, finish):
-                value = scratch[i]
-                j = i - 1
-                while j >= begin and scratch[j] > value:
-                    scratch[j + 1] = scratch[j]
-                    j -= 1
-                scratch[j + 1] = value
-            begin = finish
-        for k in range(size):
-            if k == 0 or scratch[k] != scratch[k - 1]:
-                out[position] = scratch[k]
-                position += 1
-        out_offsets[row + 1] = position
-    return position
-
-
-def _jaccard_of(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
-    """The Jaccard similarity of rows a and b of sorted, deduplicated sets."""
-    i, i_end = offsets[a], offsets[a + 1]
-    j, j_end = offsets[b], offsets[b + 1]
-    size = (i_end - i) + (j_end - j)
-    if size == 0:
-        return 0.0
-    common = 0
-    while i < i_end and j < j_end:
-        if values[i] == values[j]:
-            common += 1
-            i += 1
-            j += 1
-        elif values[i] < values[j]:
-            i += 1
-        else:
-            j += 1
-    return common / (size - common)
-
-
-# Compiled twice (`dataclean.jit`): for Python callers (tests, benchmarks) and for `_decide_kernel`.
-_jaccard = nb.njit(cache=True, nogil=True)(_jaccard_of)
-_jaccard_helper = helper(_jaccard_of)
-
-
-@helper
-def _agreement(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
-    length = offsets[a + 1] - offsets[a]
-    if length == 0 or length != offsets[b + 1] - offsets[b]:
-        return 0.0
-    same = 0
-    for k in range(length):
-        same += values[offsets[a] + k] == values[offsets[b] + k]
-    return same / length
-
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, 2**64 / golden ratio
-
-
-def _table_bits(size: int) -> int:
-    """At least twice as many slots as keys (and 2): a linear probe stays short."""
-    return max(1, (2 * size - 1).bit_length())
-
-
-@helper
-def _slot(keys: np.ndarray, filled: np.ndarray, key: np.uint64, bits: int) -> int:
-    # Where `key` is in an open-addressing table, or the empty slot it would go to.
-    mask = (1 << bits) - 1
-    i = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
-    while filled[i] and keys[i] != key:
-        i = (i + 1) & mask
-    return i
 
 
 @nb.njit(cache=True, nogil=True)
 def _decide_kernel(
     earlier: np.ndarray,
     exact_hash: np.ndarray,
-    key_values: np.ndarray,
-    key_offsets: np.ndarray,
+    bounds: np.ndarray,
+    token_values: np.ndarray,
+    token_offsets: np.ndarray,
     sketch: np.ndarray,
     sketch_offsets: np.ndarray,
     threshold: float,
     do_exact: bool,
     do_near: bool,
     exact_jaccard: bool,
+    limits: np.ndarray,
     kind: np.ndarray,
     target: np.ndarray,
     score: np.ndarray,
-    table_keys: np.ndarray,
-    table_filled: np.ndarray,
-    table_rows: np.ndarray,
-    entry_links: np.ndarray,
-    seen: np.ndarray,
-    bits: int,
-) -> None:
-    """`decide`'s loop, into kind, target and score; the tables are allocated by `decide`
-    (`dataclean.jit`), each a pair: exact hashes and band keys."""
-    count = len(earlier)
-    text_keys, head_keys = table_keys[0], table_keys[1]
-    text_filled, head_filled = table_filled[0], table_filled[1]
-    first_with_text, head = table_rows[0], table_rows[1]  # row of each exact hash, latest entry of each key
-    entry_center, entry_next = entry_links[0], entry_links[1]
-    entries = 0
-    for x in range(count):
-        text_slot = _slot(text_keys, text_filled, exact_hash[x], bits) if do_exact else 0
-        if do_exact and not earlier[x] and text_filled[text_slot]:
-            rep = first_with_text[text_slot]
-            if kind[rep] == NEAR:
-                kind[x], target[x], score[x] = NEAR, target[rep], score[rep]
-            else:
-                kind[x], target[x], score[x] = EXACT, rep, 1.0
-                kind[rep] = KEPT
-            continue
-        if do_exact and not text_filled[text_slot]:
-            text_keys[text_slot], text_filled[text_slot], first_with_text[text_slot] = exact_hash[x], True, x
-        if do_near and not earlier[x]:
-            best = -1
-            best_similarity = -1.0
-            for k in range(key_offsets[x], key_offsets[x + 1]):
-                key_slot = _slot(head_keys, head_filled, key_values[k], bits)
-                entry = head[key_slot] if head_filled[key_slot] else -1
-                while entry >= 0:
-                    center = entry_center[entry]
-                    entry = entry_next[entry]
-                    if seen[center] == x:
-                        continue
-                    seen[center] = x
+    text_table: tuple[np.ndarray, np.ndarray, np.ndarray],
+    token_table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    entries: tuple[np.ndarray, np.ndarray],
+    scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    bits: tuple[int, int],
+) -> int:
+    """`decide`'s loop, into kind, target and score; returns the similarities computed. Tables
+    and scratch arrays are allocated by `decide` (`dataclean.jit`): exact hashes (per partition:
+    they never cross components), tokens (cleared after each component: prefix shingles do cross
+    components), posting entries, and per-row marks for counting shared tokens."""
+    max_postings, max_checks = limits[0], limits[1]
+    text_keys, text_filled, first_with_text = text_table
+    token_keys, token_filled, token_head, token_length = token_table
+    entry_center, entry_next = entries
+    stamp, shared, found, ranked, used = scratch
+    text_bits, token_bits = bits
+    checks = 0
+    for component in range(len(bounds) - 1):
+        entry_count = 0
+        used_count = 0
+        for x in range(bounds[component], bounds[component + 1]):
+            text_slot = slot(text_keys, text_filled, exact_hash[x], text_bits) if do_exact else 0
+            if do_exact and not earlier[x] and text_filled[text_slot]:
+                rep = first_with_text[text_slot]
+                if kind[rep] == NEAR:
+                    kind[x], target[x], score[x] = NEAR, target[rep], score[rep]
+                else:
+                    kind[x], target[x], score[x] = EXACT, rep, 1.0
+                    kind[rep] = KEPT
+                continue
+            if do_exact and not text_filled[text_slot]:
+                text_keys[text_slot], text_filled[text_slot] = exact_hash[x], True
+                first_with_text[text_slot] = x
+            if do_near and not earlier[x]:
+                size = sketch_offsets[x + 1] - sketch_offsets[x]
+                count = 0
+                for k in range(token_offsets[x], token_offsets[x + 1]):
+                    place = slot(token_keys, token_filled, token_values[k], token_bits)
+                    entry = token_head[place] if token_filled[place] else -1
+                    while entry >= 0:
+                        center = entry_center[entry]
+                        entry = entry_next[entry]
+                        if stamp[center] != x:
+                            stamp[center] = x
+                            other = sketch_offsets[center + 1] - sketch_offsets[center]
+                            # Jaccard <= smaller / larger: a center too short or too long cannot reach t.
+                            if exact_jaccard and min(size, other) < threshold * max(size, other) - 1e-9:
+                                shared[center] = -1
+                                continue
+                            shared[center] = 0
+                            found[count] = center
+                            count += 1
+                        if shared[center] >= 0:
+                            shared[center] += 1
+                if count > max_checks:  # the centers sharing the most tokens, then earliest
+                    for i in range(count):
+                        most_shared = min(shared[found[i]], (1 << 22) - 1)
+                        ranked[i] = ((np.int64(1 << 22) - most_shared) << 40) | found[i]
+                    heap_sort(ranked, count)
+                    for i in range(max_checks):
+                        found[i] = ranked[i] & ((np.int64(1) << 40) - 1)
+                    count = max_checks
+                best = -1
+                best_similarity = -1.0
+                for i in range(count):
+                    center = found[i]
                     if exact_jaccard:
-                        similarity = _jaccard_helper(sketch, sketch_offsets, x, center)
+                        similarity = jaccard_helper(sketch, sketch_offsets, x, center)
                     else:
-                        similarity = _agreement(sketch, sketch_offsets, x, center)
+                        similarity = agreement(sketch, sketch_offsets, x, center)
                     if similarity >= threshold and (
                         similarity > best_similarity or (similarity == best_similarity and center < best)
                     ):
                         best, best_similarity = center, similarity
-            if best >= 0:
-                kind[x], target[x], score[x] = NEAR, best, best_similarity
-                if kind[best] == UNIQUE:
-                    kind[best] = KEPT
-                continue
-        if do_near:  # x is kept: later members may be its near duplicates
-            for k in range(key_offsets[x], key_offsets[x + 1]):
-                entry_center[entries] = x
-                key_slot = _slot(head_keys, head_filled, key_values[k], bits)
-                entry_next[entries] = head[key_slot] if head_filled[key_slot] else -1
-                head_keys[key_slot], head_filled[key_slot], head[key_slot] = key_values[k], True, entries
-                entries += 1
+                checks += count
+                if best >= 0:
+                    kind[x], target[x], score[x] = NEAR, best, best_similarity
+                    if kind[best] == UNIQUE:
+                        kind[best] = KEPT
+                    continue
+            if do_near:  # x is kept: later members may be its near duplicates
+                for k in range(token_offsets[x], token_offsets[x + 1]):
+                    place = slot(token_keys, token_filled, token_values[k], token_bits)
+                    if not token_filled[place]:
+                        token_keys[place], token_filled[place] = token_values[k], True
+                        token_head[place], token_length[place] = -1, 0
+                        used[used_count] = place
+                        used_count += 1
+                    if token_length[place] < max_postings:
+                        entry_center[entry_count], entry_next[entry_count] = x, token_head[place]
+                        token_head[place] = entry_count
+                        token_length[place] += 1
+                        entry_count += 1
+        for i in range(used_count):
+            token_filled[used[i]] = False
+    return checks
+
+
+def component_bounds(roots: np.ndarray) -> np.ndarray:
+    """Where each component starts in rows sorted by root, and the end: [0, ..., len(roots)]."""
+    starts = np.flatnonzero(roots[1:] != roots[:-1]) + 1
+    return np.concatenate([[0], starts, [len(roots)]]).astype(np.int64)
 
 
 def decide(
+    roots: np.ndarray,
     earlier: np.ndarray,
     exact_hash: np.ndarray,
     key_values: np.ndarray,
@@ -353,39 +318,62 @@ def decide(
     exact: bool,
     near: bool,
     verify: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Kind (UNIQUE/KEPT/EXACT/NEAR), kept row position and score per row.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Kind (UNIQUE/KEPT/EXACT/NEAR), kept row position and score per row, and the similarities
+    computed.
 
-    Rows must be sorted by component root, then keep order (see the module docstring): keys
-    and exact hashes never cross components, so the order alone separates them.
+    Rows must be sorted by component root, then keep order (see the module docstring). A member
+    looks its centers up by tokens: its prefix shingles (`dataclean.dedup.sets`) when `verify`,
+    else its LSH band keys.
     """
-    if near and verify:
-        sketch, sketch_offsets = _sorted_sets(sketch, sketch_offsets)
     count = len(earlier)
+    bounds = component_bounds(roots) if count else np.zeros(1, np.int64)
+    if near and verify:
+        sketch, sketch_offsets = sorted_sets(sketch, sketch_offsets)
+        tokens, token_offsets = prefix_tokens(sketch, sketch_offsets, bounds, threshold)
+    else:
+        tokens, token_offsets = key_values, key_offsets
     kind, target, score = np.zeros(count, np.int8), np.arange(count), np.full(count, np.nan)
-    # Keys and exact hashes never cross components (rows sharing one are connected), so one
-    # table per partition serves every component in it. Open-addressing tables in arrays, not
-    # numba's typed Dict, which costs about a second more to compile on a first run.
-    bits = _table_bits(max(count, len(key_values)))
-    _decide_kernel(
+    per_row = np.diff(token_offsets)
+    # Token tables hold one component at a time: sized by the component with the most tokens.
+    most = int(np.add.reduceat(per_row, bounds[:-1]).max(initial=0)) if count else 0
+    text_bits, token_bits = table_bits(count), table_bits(most)
+    found = max(1, min(count, int(per_row.max(initial=0)) * MAX_POSTINGS))
+    checks = _decide_kernel(
         np.ascontiguousarray(earlier, dtype=np.bool_),
         np.ascontiguousarray(exact_hash, dtype=np.uint64),
-        key_values,
-        key_offsets,
+        bounds,
+        tokens,
+        token_offsets,
         sketch,
         sketch_offsets,
         threshold,
         exact,
         near,
         near and verify,
+        np.array([MAX_POSTINGS, MAX_CHECKS], np.int64),
         kind,
         target,
         score,
-        np.empty((2, 1 << bits), np.uint64),
-        np.zeros((2, 1 << bits), np.bool_),
-        np.empty((2, 1 << bits), np.int64),
-        np.empty((2, len(key_values)), np.int64),
-        np.full(count, -1, np.int64),
-        bits,
+        (
+            np.empty(1 << text_bits, np.uint64),
+            np.zeros(1 << text_bits, np.bool_),
+            np.empty(1 << text_bits, np.int64),
+        ),
+        (
+            np.empty(1 << token_bits, np.uint64),
+            np.zeros(1 << token_bits, np.bool_),
+            np.empty(1 << token_bits, np.int64),
+            np.empty(1 << token_bits, np.int64),
+        ),
+        (np.empty(max(1, most), np.int64), np.empty(max(1, most), np.int64)),
+        (
+            np.full(count, -1, np.int64),
+            np.zeros(count, np.int64),
+            np.empty(found, np.int64),
+            np.empty(found, np.int64),
+            np.empty(max(1, most), np.int64),
+        ),
+        (text_bits, token_bits),
     )
-    return kind, target, score
+    return kind, target, score, int(checks)

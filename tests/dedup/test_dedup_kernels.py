@@ -15,6 +15,7 @@ from dataclean.dedup.hashing import xxh64, xxh64_strings
 from dataclean.dedup.lsh import candidate_probability, choose_bands
 from dataclean.dedup.minhash import as_datasketch, band_keys, permutations, signatures
 from dataclean.dedup.partition import star_edges
+from dataclean.dedup.sets import jaccard, sorted_sets
 from dataclean.dedup.shingles import (
     CHARACTERS,
     WORDS,
@@ -25,7 +26,6 @@ from dataclean.dedup.shingles import (
     shingles,
     token_hashes,
 )
-from dataclean.dedup.verify import _jaccard, _sorted_sets
 from tests.conftest import FIXTURE_ROOT
 
 FIXTURES = FIXTURE_ROOT / "dedup"
@@ -155,9 +155,9 @@ def test_jaccard_estimate_is_close_to_the_true_jaccard() -> None:
 def test_exact_jaccard_of_shingle_sets() -> None:
     values = np.array([5, 3, 3, 9, 1, 3, 4, 9], dtype=np.uint32)
     offsets = np.array([0, 4, 8])
-    sets, set_offsets = _sorted_sets(values, offsets)
+    sets, set_offsets = sorted_sets(values, offsets)
     assert sets.tolist() == [3, 5, 9, 1, 3, 4, 9]
-    assert _jaccard(sets, set_offsets, 0, 1) == pytest.approx(2 / 5)
+    assert jaccard(sets, set_offsets, 0, 1) == pytest.approx(2 / 5)
 
 
 def test_band_keys_match_when_bands_match() -> None:
