@@ -133,7 +133,8 @@ class FitContext:
 class GlobalStage(Stage):
     """A barrier stage: needs every shard's summary before any row can be decided.
 
-    Order of calls: `observe` on every batch of every shard (on workers) -> `fit` once (driver)
+    Order of calls: `observe` on every batch of every shard (on workers) -> `fit` once (driver;
+its returned statistics go to stats.json)
     -> per shard, `begin_shard` then `__call__` on its batches (on workers; the fitted stage is
     pickled to them, so the state `fit` leaves on `self` must be small: put large state in files
     under `FitContext.scratch`, keyed by shard where it grows with the corpus).
@@ -150,8 +151,10 @@ class GlobalStage(Stage):
         return None
 
     @abstractmethod
-    def fit(self, context: FitContext) -> None:
-        """Reduce all summaries into the state that `__call__` applies."""
+    def fit(self, context: FitContext) -> Mapping[str, Any] | None:
+        """Reduce all summaries into the state that `__call__` applies. May return statistics of
+        the fit (small, JSON-serializable: counts, cluster sizes), which the run records in
+        stats.json as the stage's `fit` entry; None for none."""
 
     def begin_shard(self, shard: int | None) -> None:
         """The batches that follow come from input shard `shard` (None: from anywhere). The runner

@@ -112,6 +112,7 @@ def run_pipeline(
     redactor, unredacted = redaction(list(stages))
     all_stats: list[dict[str, Any]] = []
     fit_seconds: dict[str, float] = {}
+    fit_stats: dict[str, dict[str, Any]] = {}
     for number, group in enumerate(groups):
         final = number == len(groups) - 1
         worker = GroupWorker(group.stages, group.observer, layout, read_options, final, redactor, unredacted)
@@ -140,14 +141,18 @@ def run_pipeline(
             scratch = f"{layout.work}/fit-{group.observer.name}"
             progress.step(f"{group.observer.name}: fitting over the whole corpus")
             fit_started = time.perf_counter()
-            group.observer.fit(FitContext(summaries, scratch, executor, summary_shards))
+            returned = group.observer.fit(FitContext(summaries, scratch, executor, summary_shards))
             fit_seconds[group.observer.name] = time.perf_counter() - fit_started
+            if returned:
+                fit_stats[group.observer.name] = dict(returned)
 
     progress.step("writing stats")
     for stage in stages:
         if stage.records_file is not None:
             merge_records(layout, stage)
-    stats = summarize(all_stats, [s.name for s in stages], time.perf_counter() - started, fit_seconds)
+    stats = summarize(
+        all_stats, [s.name for s in stages], time.perf_counter() - started, fit_seconds, fit_stats
+    )
     write_json(layout.stats, stats)
     manifest["complete"] = True
     write_json(layout.manifest, manifest)

@@ -56,11 +56,13 @@ def summarize(
     stage_order: list[str],
     wall_seconds: float,
     fit_seconds: dict[str, float] | None = None,
+    fit_stats: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Merge task stats into the run's stats.json content.
 
     `fit_seconds`: driver time of each barrier's `fit` (its distributed reduce included), added
-    to that stage's seconds and shown apart as `fit_seconds`.
+    to that stage's seconds and shown apart as `fit_seconds`. `fit_stats`: what each barrier's
+    `fit` returned (`GlobalStage.fit`), kept whole as that stage's `fit`.
     """
     stages: dict[str, dict[str, Any]] = {}
     shards: dict[str, dict[str, int]] = {}
@@ -72,6 +74,8 @@ def summarize(
         stage = stages.setdefault(name, new_stage())
         stage["seconds"] += seconds
         stage["fit_seconds"] = round(seconds, 3)
+    for name, returned in (fit_stats or {}).items():
+        stages.setdefault(name, new_stage())["fit"] = returned
     totals = new_account()
     for account in shards.values():
         merge(totals, account)

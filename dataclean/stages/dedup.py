@@ -145,8 +145,9 @@ class DropDuplicates(GlobalStage):
         """One summary row per input row (`dataclean.dedup.summary`)."""
         return self.sketch().summarize(table)
 
-    def fit(self, context: FitContext) -> None:
-        """Find every duplicate across all summaries (and the index, if any)."""
+    def fit(self, context: FitContext) -> dict[str, Any]:
+        """Find every duplicate across all summaries (and the index, if any); returns the fit's
+        statistics (rows, candidate pairs, clusters), which the run records in stats.json."""
         earlier = index_summaries(self.index, self.sketch()) if self.index else []
         self.decisions, self.fit_stats = find_duplicates(
             context.summaries,
@@ -160,6 +161,7 @@ class DropDuplicates(GlobalStage):
             shards=context.shards,
         )
         self._by_shard = context.shards is not None
+        return self.fit_stats
 
     def rehearsal_copy(self) -> DropDuplicates:
         """A copy to rehearse (`Stage.rehearse`): the keep rule's column is not in the tiny corpus."""
