@@ -16,6 +16,8 @@ PPL_BUCKET = "ppl_bucket"
 DUP_CLUSTER = "dup_cluster"
 DUP_SCORE = "dup_jaccard"
 WEIGHT = "weight"
+# A row's sampling weight when nothing lowered it (the quarantine list's `downweight` entries do).
+DEFAULT_WEIGHT = 1.0
 # Added by the classify stage: `quality_<name>` per classifier, and its corpus bucket (0-19).
 QUALITY_PREFIX = "quality_"
 QUALITY_BUCKET = "quality_bucket"

@@ -9,12 +9,10 @@ depends on worker count, executor, batch size or run order. A chunk of a split d
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
-
-def derived_ids(shard_name: str, first_row: int, count: int) -> pa.Array:
-    """Ids `"{shard_name}:{row}"` for rows `first_row .. first_row + count - 1` of a shard."""
-    return pa.array([f"{shard_name}:{row}" for row in range(first_row, first_row + count)])
+from dataclean import columns as C
 
 
 def text_hash(text: str) -> str:
@@ -25,3 +23,14 @@ def text_hash(text: str) -> str:
 def text_hashes(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """`text_hash` of every text in an Arrow string array (null stays null)."""
     return pa.array([None if t is None else text_hash(t) for t in texts.to_pylist()], type=pa.string())
+
+
+def table_text_hashes(table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """Each row's `text_hash`: the table's own where it has the column filled (a run's OUT/data),
+    computed from `text` where it has none (or a null). The one place rows get their hash."""
+    if C.TEXT_HASH not in table.column_names:
+        return text_hashes(table.column(C.TEXT))
+    given = table.column(C.TEXT_HASH)
+    if given.null_count == 0:
+        return given
+    return pc.coalesce(given, text_hashes(table.column(C.TEXT)))

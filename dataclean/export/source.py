@@ -23,10 +23,11 @@ import pyarrow.parquet as pq
 
 from dataclean import columns as C
 from dataclean.errors import InputError
-from dataclean.ids import text_hashes
+from dataclean.ids import table_text_hashes
 from dataclean.io.files import exists, list_files, open_input
 from dataclean.quarantine.lists import applied, read_list
-from dataclean.quarantine.match import DROP, QuarantineIndex
+from dataclean.quarantine.match import DROP, QuarantineIndex, lowered_weights, row_weights
+from dataclean.stage import with_column
 
 BATCH_ROWS = 4096
 
@@ -56,17 +57,11 @@ class Listed:
     def apply(self, table: pa.Table) -> tuple[pa.Table, int]:
         """The rows the list keeps (weights lowered) and how many it dropped."""
         ids = table.column(C.ID).to_pylist()
-        if C.TEXT_HASH in table.column_names:
-            hashes = table.column(C.TEXT_HASH).to_pylist()
-        else:
-            hashes = text_hashes(table.column(C.TEXT)).to_pylist()
+        hashes = table_text_hashes(table).to_pylist()
         matches = self.index.match(ids, hashes, table.column(C.TEXT).to_pylist())
         keep = np.array([m is None or m.action != DROP for m in matches], dtype=bool)
-        weights = table.column(C.WEIGHT).to_numpy(zero_copy_only=False).copy()
-        for row, found in enumerate(matches):
-            if found is not None and found.action != DROP:
-                weights[row] = min(weights[row], found.weight)
-        table = table.set_column(table.schema.get_field_index(C.WEIGHT), C.WEIGHT, pa.array(weights))
+        weights = lowered_weights(row_weights(table), matches)
+        table = with_column(table, C.WEIGHT, pa.array(weights, pa.float64()))
         return table.filter(pa.array(keep)), int(len(keep) - keep.sum())
 
 
@@ -104,18 +99,14 @@ def kept_batches(
             dropped = 0
             if listed is not None:
                 table, dropped = listed.apply(table)
-            if with_hash and C.TEXT_HASH not in table.column_names:
-                table = table.append_column(C.TEXT_HASH, text_hashes(table.column(C.TEXT)))
+            if with_hash:
+                table = with_column(table, C.TEXT_HASH, table_text_hashes(table))
             yield Batch(table, read, dropped)
 
 
 def with_weight(table: pa.Table) -> pa.Table:
     """`weight` filled with 1.0 where null, or added as 1.0 where the file has none."""
-    if C.WEIGHT in table.column_names:
-        return table.set_column(
-            table.schema.get_field_index(C.WEIGHT), C.WEIGHT, pc.fill_null(table.column(C.WEIGHT), 1.0)
-        )
-    return table.append_column(C.WEIGHT, pa.array(np.ones(table.num_rows), pa.float64()))
+    return with_column(table, C.WEIGHT, pa.array(row_weights(table), pa.float64()))
 
 
 def check_rows(table: pa.Table, source: str, first_row: int) -> None:

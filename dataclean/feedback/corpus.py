@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 
 from dataclean import columns as C
 from dataclean.errors import InputError
-from dataclean.ids import text_hashes
+from dataclean.ids import table_text_hashes
 from dataclean.io.layout import DATA
 
 
@@ -39,5 +39,5 @@ def read_corpus_rows(path: str | Path, ids: list[str]) -> tuple[pa.Table, int]:
     columns = [C.ID, C.TEXT] + ([C.TEXT_HASH] if C.TEXT_HASH in names else [])
     rows = dataset.to_table(columns=columns, filter=ds.field(C.ID).isin(ids))
     if C.TEXT_HASH not in names:
-        rows = rows.append_column(C.TEXT_HASH, text_hashes(rows.column(C.TEXT)))
+        rows = rows.append_column(C.TEXT_HASH, table_text_hashes(rows))
     return rows, dataset.count_rows()

@@ -30,7 +30,7 @@ import numpy as np
 from dataclean import columns as C
 from dataclean.ids import text_hash
 from dataclean.quarantine.lists import applied, read_list
-from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex
+from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex, lowered_weights
 
 WEIGHT_KEY = "weight"
 
@@ -113,16 +113,14 @@ class DatasetQuarantine:
             return False
         self._stamp = stamp
         self.excluded[:] = False
-        self.weights[:] = 1.0
+        self.weights[:] = C.DEFAULT_WEIGHT
         if stamp is None:
             return True
         index = QuarantineIndex.from_list(applied(read_list(self.path)), self.near_duplicates)
-        for row, found in enumerate(index.match(self.ids, self.hashes, self.texts)):
-            if found is None:
-                continue
-            if found.action == DOWNWEIGHT:
-                self.weights[row] = min(self.weights[row], found.weight)
-            else:
+        matches = index.match(self.ids, self.hashes, self.texts)
+        lowered_weights(self.weights, matches)
+        for row, found in enumerate(matches):
+            if found is not None and found.action != DOWNWEIGHT:
                 self.excluded[row] = True
         self.weights[self.excluded] = 0.0
         return True

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.quarantine.neardup import NearDuplicateIndex
@@ -121,3 +123,23 @@ class QuarantineIndex:
                 weight = 0.0
             matches.append(Match(key, reason or entry.get(C.REASON) or "listed", action, weight))
         return matches
+
+
+def row_weights(table: pa.Table) -> np.ndarray:
+    """The rows' sampling weights as float64, `DEFAULT_WEIGHT` (1.0) where the table has no
+    `weight` column or a null: a copy, to lower with `lowered_weights`."""
+    if C.WEIGHT not in table.column_names:
+        return np.full(table.num_rows, C.DEFAULT_WEIGHT)
+    filled = pc.fill_null(table.column(C.WEIGHT), C.DEFAULT_WEIGHT)
+    weights: np.ndarray = np.array(filled.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return weights
+
+
+def lowered_weights(weights: np.ndarray, matches: Sequence[Match | None]) -> np.ndarray:
+    """The weight rule, one place for the pipeline, the exporters and the training sampler: a row
+    a `downweight` entry matches gets the lower of its weight and the entry's (lists only lower,
+    and applying one twice changes nothing); other rows keep theirs. Changes `weights` in place."""
+    for row, found in enumerate(matches):
+        if found is not None and found.action == DOWNWEIGHT:
+            weights[row] = min(weights[row], found.weight)
+    return weights

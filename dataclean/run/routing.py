@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
-from dataclean.ids import text_hashes
+from dataclean.ids import table_text_hashes
+from dataclean.quarantine.match import row_weights
 from dataclean.stage import Stage, with_column
 
 READ = "read"
@@ -22,10 +23,9 @@ def finalize(table: pa.Table) -> pa.Table:
     """Kept rows as written to OUT/data: contract columns first, in order. A column no stage
     produced is completed with its neutral value: `text_hash` computed, `weight` 1.0, `dup_cluster`
     null. `lang` is not: only the `language` stage labels rows (a run without it has no `lang`)."""
-    if C.TEXT_HASH not in table.column_names or table.column(C.TEXT_HASH).null_count:
-        table = with_column(table, C.TEXT_HASH, text_hashes(table.column(C.TEXT)))
+    table = with_column(table, C.TEXT_HASH, table_text_hashes(table))
     if C.WEIGHT not in table.column_names:
-        table = with_column(table, C.WEIGHT, pa.array([1.0] * table.num_rows, pa.float64()))
+        table = with_column(table, C.WEIGHT, pa.array(row_weights(table), pa.float64()))
     if C.DUP_CLUSTER not in table.column_names:
         table = with_column(table, C.DUP_CLUSTER, pa.nulls(table.num_rows, pa.string()))
     return _ordered(table)

@@ -50,7 +50,7 @@ from dataclean.classify.ranks import (
 from dataclean.errors import ConfigError
 from dataclean.io.files import make_dirs, read_parquet
 from dataclean.lm.quantiles import exact_quantiles
-from dataclean.stage import FitContext, GlobalStage, with_drops
+from dataclean.stage import FitContext, GlobalStage, with_column, with_drops
 
 # The perplexity as a rank source: negated, so that low perplexity ranks high.
 _PPL_SOURCE = "__neg_ppl"
@@ -224,7 +224,7 @@ class ScoreQuality(GlobalStage):
         for name in self.names():
             values = scores[C.QUALITY_PREFIX + name]
             column = pa.array(values, pa.float64(), mask=np.isnan(values))
-            table = _put(table, C.QUALITY_PREFIX + name, column)
+            table = with_column(table, C.QUALITY_PREFIX + name, column)
         reasons = np.full(table.num_rows, None, dtype=object)
         limits = self.thresholds()
         for name in self.names():
@@ -236,7 +236,7 @@ class ScoreQuality(GlobalStage):
             langs = lang_column(table)
             rank = combined_ranks(langs, scores, self.cuts)
             if self.buckets:
-                table = _put(table, C.QUALITY_BUCKET, buckets(rank))
+                table = with_column(table, C.QUALITY_BUCKET, buckets(rank))
             if self.keep_top > 0:
                 single = len(scores) == 1
                 value = next(iter(scores.values())) if single else rank
@@ -247,8 +247,3 @@ class ScoreQuality(GlobalStage):
                 reason = f"{self.names()[0]}:below_top" if single else "combined:below_top"
                 reasons[below & (reasons == None)] = reason  # noqa: E711
         return table if self.annotate else with_drops(table, reasons.tolist())
-
-
-def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)

@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.stage import Stage, with_counts, with_drops
+from dataclean.stage import Stage, with_column, with_counts, with_drops
 from dataclean.text.cleaning import (
     GARBAGE,
     GARBAGE_CHARACTERS,
@@ -170,7 +170,7 @@ class CleanText(Stage):
         if any(reasons):  # a dropped row goes to excluded/ as it came in: the evidence is there
             text_array = pc.if_else(dropped, original, text_array)
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
-        table = _put(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
+        table = with_column(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
         return with_counts(with_drops(table, reasons), {ESCAPE_SEQUENCES: sequences})
 
     def compile_kernels(self) -> None:
@@ -192,8 +192,3 @@ def _string_column(column: pa.ChunkedArray) -> pa.Array:
 def _classes() -> np.ndarray:
     """What the removal steps do to each code point (`dataclean.text.removal.char_classes`)."""
     return char_classes(GARBAGE, REMOVE, SPACES, LINE_SEPARATORS, PYTHON_ONLY)
-
-
-def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)

@@ -41,7 +41,7 @@ from dataclean.dedup.reduce import find_duplicates
 from dataclean.dedup.shingles import DEFAULT_FOLD, FOLDS
 from dataclean.dedup.summary import Sketch, keep_rule_is_valid
 from dataclean.errors import ConfigError
-from dataclean.stage import FitContext, GlobalStage, with_drops
+from dataclean.stage import FitContext, GlobalStage, with_column, with_drops
 
 
 @dataclass
@@ -177,13 +177,6 @@ class DropDuplicates(GlobalStage):
             raise RuntimeError("DropDuplicates: call fit() before applying the stage")
         shard = self._shard if self._by_shard else None
         found = Decisions.load(self.decisions, shard).find(table.column(C.ID))
-        table = _set_column(table, C.DUP_CLUSTER, found.clusters)
-        table = _set_column(table, C.DUP_SCORE, found.scores)
+        table = with_column(table, C.DUP_CLUSTER, found.clusters)
+        table = with_column(table, C.DUP_SCORE, found.scores)
         return with_drops(table, found.reasons)
-
-
-def _set_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    if index >= 0:
-        return table.set_column(index, name, values)
-    return table.append_column(name, values)

@@ -29,7 +29,7 @@ from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.lang import SAMPLE_CHARS, identify_languages
 from dataclean.lang.labels import unknown_code_message
-from dataclean.stage import Stage, with_drops
+from dataclean.stage import Stage, with_column, with_drops
 
 
 def identify(texts: pa.Array | pa.ChunkedArray, sample_chars: int = SAMPLE_CHARS) -> list[str]:
@@ -94,8 +94,8 @@ class IdentifyLanguage(Stage):
             lang_score = pa.array(scores, pa.float64(), mask=np.isnan(scores))
         else:
             lang, lang_score = identify_languages(texts, self.sample_chars)
-        table = _put(table, C.LANG, lang)
-        table = _put(table, C.LANG_SCORE, lang_score)
+        table = with_column(table, C.LANG, lang)
+        table = with_column(table, C.LANG_SCORE, lang_score)
         return with_drops(table, self._reasons(lang, lang_score))
 
     def _reasons(self, lang: pa.Array, score: pa.Array) -> pa.Array:
@@ -107,8 +107,3 @@ class IdentifyLanguage(Stage):
             other = pc.invert(pc.fill_null(pc.is_in(lang, value_set=pa.array(self.keep, pa.string())), False))
             reasons = pc.if_else(other, lang, reasons)
         return reasons
-
-
-def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)

@@ -40,7 +40,7 @@ from dataclean.lm.model import (
     resolve_model,
 )
 from dataclean.lm.quantiles import exact_quantiles
-from dataclean.stage import FitContext, GlobalStage, Stage, with_drops
+from dataclean.stage import FitContext, GlobalStage, Stage, with_column, with_drops
 
 BUCKETS = ("head", "middle", "tail")
 
@@ -150,7 +150,7 @@ class ScorePerplexity(Stage):
                 ppl[:] = model.score_array(texts).perplexity(self.min_tokens)
             elif len(rows):
                 ppl[rows] = model.score_array(texts.take(rows)).perplexity(self.min_tokens)
-        return _put(table, C.PPL, pa.array(ppl, pa.float64(), mask=np.isnan(ppl)))
+        return with_column(table, C.PPL, pa.array(ppl, pa.float64(), mask=np.isnan(ppl)))
 
 
 @dataclass
@@ -241,10 +241,5 @@ class FilterPerplexity(GlobalStage):
             over = rows & (ppl > limits.get(lang, default_max))
             reasons[over] = "too_perplexing"
         buckets[np.isnan(ppl)] = None
-        table = _put(table, C.PPL_BUCKET, pa.array(buckets.tolist(), pa.string()))
+        table = with_column(table, C.PPL_BUCKET, pa.array(buckets.tolist(), pa.string()))
         return with_drops(table, reasons.tolist())
-
-
-def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.stage import Stage, with_counts
+from dataclean.stage import Stage, with_column, with_counts
 from dataclean.text.pii import KINDS, PLACEHOLDERS, Redactor
 
 
@@ -111,14 +111,9 @@ class RedactPersonalData(Stage):
         texts, counts = _redacted(self.redactor, table.column(C.TEXT))
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, texts)
         total = sum(counts.values(), np.zeros(table.num_rows, dtype=np.int32))
-        return _put(table, C.PII_REDACTED, pa.array(total, pa.int32())), counts
+        return with_column(table, C.PII_REDACTED, pa.array(total, pa.int32())), counts
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_redactor"] = None  # compiled patterns are rebuilt on the worker
         return state
-
-
-def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)

@@ -21,18 +21,16 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.ids import text_hashes
+from dataclean.ids import table_text_hashes
 from dataclean.io.files import open_input, read_parquet
 from dataclean.quarantine.lists import applied, read_list
-from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex
+from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex, lowered_weights, row_weights
 from dataclean.quarantine.neardup import NearDuplicateIndex
-from dataclean.stage import FitContext, GlobalStage, with_copies, with_drops
+from dataclean.stage import FitContext, GlobalStage, with_column, with_copies, with_drops
 
 
 @dataclass
@@ -94,12 +92,7 @@ class DropQuarantined(GlobalStage):
             index.query_many(["A warm-up text, 一段热身的文字."])
 
     def _hashes(self, table: pa.Table) -> list[str | None]:
-        column = (
-            table.column(C.TEXT_HASH)
-            if C.TEXT_HASH in table.column_names
-            else text_hashes(table.column(C.TEXT))
-        )
-        return list(column.to_pylist())
+        return list(table_text_hashes(table).to_pylist())
 
     def is_barrier(self) -> bool:
         """Only a list with near-duplicate matching needs to see the whole run first."""
@@ -134,22 +127,12 @@ class DropQuarantined(GlobalStage):
         )
         reasons: list[str | None] = []  # dropped rows
         copies: list[str | None] = []  # down-weighted rows, listed in OUT/quarantined too
-        weights = (
-            pc.fill_null(table.column(C.WEIGHT), 1.0).to_numpy(zero_copy_only=False).copy()
-            if C.WEIGHT in table.column_names
-            else np.ones(table.num_rows)
-        )
-        for i, found in enumerate(matches):
+        for found in matches:
             downweight = found is not None and found.action == DOWNWEIGHT
             reasons.append(found.reason if found is not None and not downweight else None)
             copies.append(found.reason if found is not None and downweight else None)
-            if found is not None and downweight:
-                weights[i] = min(weights[i], found.weight)
-        weight_array = pa.array(weights, pa.float64())
-        if C.WEIGHT in table.column_names:
-            table = table.set_column(table.schema.get_field_index(C.WEIGHT), C.WEIGHT, weight_array)
-        else:
-            table = table.append_column(C.WEIGHT, weight_array)
+        weights = lowered_weights(row_weights(table), matches)
+        table = with_column(table, C.WEIGHT, pa.array(weights, pa.float64()))
         actions = [None if found is None else found.action for found in matches]
         table = table.append_column(C.ACTION, pa.array(actions, pa.string()))
         return with_copies(with_drops(table, reasons), copies)
