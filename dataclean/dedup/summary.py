@@ -17,7 +17,6 @@ Summaries are about 20 + 8 x (bands + 1) bytes per row plus the sketch: with the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -29,7 +28,6 @@ from dataclean.dedup.hashing import xxh64_ranges
 from dataclean.dedup.minhash import band_keys, signatures
 from dataclean.dedup.shingles import DEFAULT_FOLD, Normalized
 from dataclean.errors import ConfigError
-from dataclean.io.files import parquet_metadata
 
 SUMMARY_SCHEMA = pa.schema(
     [
@@ -141,8 +139,3 @@ def keep_rule_is_valid(keep: str) -> bool:
     """ "first", "longest", or a column name optionally prefixed by "-"."""
     name = keep[1:] if keep.startswith("-") else keep
     return bool(name) and not any(char.isspace() for char in name)
-
-
-def rows_of(files: Sequence[str]) -> list[int]:
-    """Row counts of Parquet files from their footers (no data read)."""
-    return [parquet_metadata(path).num_rows for path in files]

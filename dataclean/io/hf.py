@@ -16,12 +16,6 @@ from dataclean.io.files import atomic_output, exists, make_dirs
 HF_PREFIX = "hf:"
 
 
-def is_hf_object(value: Any) -> bool:
-    return (type(value).__module__.startswith("datasets.") and hasattr(value, "to_parquet")) or (
-        type(value).__name__ == "DatasetDict"
-    )
-
-
 def is_saved_dataset(path: str) -> bool:
     """A folder written by `Dataset.save_to_disk` / `DatasetDict.save_to_disk`."""
     return os.path.isdir(path) and (

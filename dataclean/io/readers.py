@@ -409,16 +409,6 @@ def _contract_batch(shard: Shard, options: ReadOptions, table: pa.Table, first_r
     return pa.table(data)
 
 
-def arrow_batches(table: pa.Table, shard: Shard, options: ReadOptions) -> Iterator[pa.Table]:
-    """Contract batches of an in-memory Arrow table (e.g. a Hugging Face dataset's)."""
-    if options.text_column not in table.column_names:
-        raise InputError(
-            shard.label, f"no column {options.text_column!r} (columns: {', '.join(table.column_names)})"
-        )
-    for start in range(0, table.num_rows, options.batch_rows):
-        yield _contract_batch(shard, options, table.slice(start, options.batch_rows), start)
-
-
 READERS = {"jsonl": read_jsonl, "text": read_text, "parquet": read_parquet}
 
 

@@ -108,9 +108,3 @@ def identify_languages(
         pa.array(codes.tolist(), pa.string()),
         pa.array(scores, pa.float64(), mask=unknown),
     )
-
-
-def detect_lang(text: str, sample_chars: int = SAMPLE_CHARS) -> str:
-    """The language code of one text (see `identify_languages`)."""
-    codes, _scores = identify_languages(pa.array([text], pa.string()), sample_chars)
-    return str(codes[0].as_py())

@@ -32,11 +32,6 @@ from dataclean.lang.labels import unknown_code_message
 from dataclean.stage import Stage, with_column, with_drops
 
 
-def identify(texts: pa.Array | pa.ChunkedArray, sample_chars: int = SAMPLE_CHARS) -> list[str]:
-    """The language code of each text (the pure function behind the stage)."""
-    return [str(code) for code in identify_languages(texts, sample_chars)[0].to_pylist()]
-
-
 @dataclass
 class IdentifyLanguage(Stage):
     """Add `lang` and `lang_score`; drop rows outside `keep` or under `min_score` (module docstring).
