@@ -75,6 +75,8 @@ FIRST_STEP = "first_step"
 LAST_STEP = "last_step"
 OCCURRENCES = "occurrences"
 SOURCE = "source"
+# An input column naming each row's site or domain; with `source`, what dedup's alarms count by.
+DOMAIN = "domain"
 ADDED_AT = "added_at"
 
 # Contract columns first, in this order, in every output file.

@@ -115,6 +115,12 @@ def summary_table(stats: dict[str, Any]) -> Table:
     return table
 
 
+def fit_warnings(stats: dict[str, Any]) -> list[str]:
+    """The warning lines barriers' fits returned (their `warnings` statistic: dedup's largest
+    clusters and sources that lost most), in stage order."""
+    return [line for stage in stats["stages"] for line in (stage.get("fit") or {}).get("warnings", [])]
+
+
 # Subcommands imported when used: `dataclean run` should not wait for pandas and numba before it
 # starts Ray (its stages import what they need while Ray starts).
 LAZY_COMMANDS = {
@@ -297,6 +303,8 @@ def run(
     if not quiet:
         # Not a terminal (a log, a pipe): 80 columns, which the table fits.
         Console(width=None if sys.stdout.isatty() else 80).print(summary_table(stats))
+    for line in fit_warnings(stats):
+        click.echo(f"warning: {line}", err=True)
     click.echo(f"wrote {output}: {stats['totals']['kept']:,} rows kept", err=quiet)
 
 

@@ -24,9 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from dataclean.dedup.alarms import source_counts
 from dataclean.io.files import atomic_output, open_input, read_parquet, save_array
 
 PAIR_SCHEMA = pa.schema([pa.field("key", pa.uint64()), pa.field("node", pa.int64())])
+# The summary columns a map task reads (a summary written before `source` existed reads it as null).
+_KEYS_SOURCE = pa.schema([pa.field("keys", pa.list_(pa.uint64())), pa.field("source", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -103,15 +106,19 @@ class PartitionKeys:
     def path(self, index: int) -> str:
         return posixpath.join(self.folder, f"{index:06d}.arrow")
 
-    def __call__(self, source: SourceFile) -> tuple[int, int]:
-        column = read_parquet(source.path, columns=["keys"]).column("keys")
+    def __call__(self, source: SourceFile) -> tuple[int, int, dict[str, int]]:
+        """Pairs written, peak memory, and the file's rows per source (`dataclean.dedup.alarms`;
+        none for an earlier output's rows, which are not this run's)."""
+        summary = read_parquet(source.path, columns=["keys", "source"], schema=_KEYS_SOURCE)
+        column = summary.column("keys")
+        sources = {} if source.earlier else source_counts(summary.column("source"))
         keys, offsets = flat_lists(column)
         keys = keys.astype(np.uint64, copy=False)
         nodes = np.repeat(np.arange(source.offset, source.offset + source.rows), np.diff(offsets))
         partition = (keys % np.uint64(self.partitions)).astype(np.int64)
         table = pa.table({"key": keys, "node": nodes}, schema=PAIR_SCHEMA)
         write_partitioned(self.path(source.index), table, partition, self.partitions)
-        return len(keys), peak_memory_bytes()
+        return len(keys), peak_memory_bytes(), sources
 
 
 @dataclass(frozen=True)

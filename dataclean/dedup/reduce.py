@@ -23,12 +23,14 @@ import math
 import posixpath
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 
+from dataclean.dedup.alarms import add_counts, merge_largest, source_shares
 from dataclean.dedup.components import Components
 from dataclean.dedup.partition import (
     PartitionKeys,
@@ -151,9 +153,12 @@ def find_duplicates(
     pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
     key_partitions = _partitions(nodes * _row_bytes(files, footers, {"keys"}) * 2, workers)
     mapper = PartitionKeys(pairs_folder, key_partitions)
-    results = executor.map(mapper, files, light=True)
-    pairs = sum(count for count, _ in results)
-    worker_peak = max([worker_peak, *(peak for _, peak in results)])
+    mapped = executor.map(mapper, files, light=True)
+    pairs = sum(count for count, _, _ in mapped)
+    worker_peak = max([worker_peak, *(peak for _, peak, _ in mapped)])
+    rows_by_source: Counter[str] | None = Counter()
+    for _, _, sources in mapped:
+        rows_by_source = add_counts(rows_by_source, sources)
     lap("partition")
 
     edges_folder = fresh_folder(posixpath.join(scratch, "edges"))
@@ -200,10 +205,14 @@ def find_duplicates(
         shards=max(shards, default=0) + 1 if shards is not None else 1,
     )
     counts: dict[str, int] = {}
+    largest: list[list[dict[str, Any]]] = []
+    removed_by_source: Counter[str] | None = Counter()
     if gather_sources:
         cluster_results = executor.map(clusterer, range(cluster_partitions), light=True)
         for partition_counts, peak in cluster_results:
             worker_peak = max(worker_peak, peak)
+            largest.append(partition_counts.pop("largest"))
+            removed_by_source = add_counts(removed_by_source, partition_counts.pop("removed_by_source"))
             for name, value in partition_counts.items():
                 counts[name] = counts.get(name, 0) + value
     remove_tree(candidates_folder)
@@ -218,6 +227,9 @@ def find_duplicates(
         "kept_in_clusters": counts.get("kept", 0),
         "exact_of": counts.get("exact_of", 0),
         "near_duplicate_of": counts.get("near_duplicate_of", 0),
+        "comparisons": counts.get("comparisons", 0),
+        "largest_clusters": merge_largest(largest),
+        "source_shares": source_shares(rows_by_source, removed_by_source),
         "seconds": seconds,
         "peak_worker_bytes": worker_peak,
         "peak_driver_bytes": peak_memory_bytes(),

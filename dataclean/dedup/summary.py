@@ -9,7 +9,10 @@ One summary row per input row (`SUMMARY_SCHEMA`):
   were shingled differently (another `lang`);
 - `priority`: the keep rule as a number, lowest wins (ties: smallest id);
 - `sketch`: what a candidate pair is checked with: the shingle hashes (exact Jaccard; about 4
-  bytes per word or character), or the MinHash signature (estimated Jaccard; 4 bytes x num_perm).
+  bytes per word or character), or the MinHash signature (estimated Jaccard; 4 bytes x num_perm);
+- `source`: the row's `source` (else `domain`) column as a string, null without one: what the
+  alarms count removed rows by (`dataclean.dedup.alarms`). Summaries written before it existed
+  read it as null.
 
 Summaries are about 20 + 8 x (bands + 1) bytes per row plus the sketch: with the defaults, about
 0.8x the text for English (4 bytes per word of about 6) and 1.4x for Chinese (4 per character).
@@ -24,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean import columns as C
+from dataclean.dedup.alarms import SOURCE_COLUMNS
 from dataclean.dedup.hashing import xxh64_ranges
 from dataclean.dedup.minhash import band_keys, signatures
 from dataclean.dedup.shingles import DEFAULT_FOLD, Normalized
@@ -36,6 +40,7 @@ SUMMARY_SCHEMA = pa.schema(
         pa.field("keys", pa.list_(pa.uint64())),
         pa.field("priority", pa.float64()),
         pa.field("sketch", pa.list_(pa.uint32())),
+        pa.field("source", pa.string()),
     ]
 )
 
@@ -111,6 +116,7 @@ class Sketch:
                 ),
                 "priority": pa.array(self.priorities(table), pa.float64()),
                 "sketch": sketch,
+                "source": _source(table),
             },
             schema=SUMMARY_SCHEMA,
         )
@@ -133,6 +139,14 @@ class Sketch:
         values = -values if descending else values.copy()
         values[np.isnan(values)] = np.inf
         return values
+
+
+def _source(table: pa.Table) -> pa.Array | pa.ChunkedArray:
+    """The row's source column (`SOURCE_COLUMNS`, the first present) as strings, else nulls."""
+    for name in SOURCE_COLUMNS:
+        if name in table.column_names:
+            return pc.cast(table.column(name), pa.string())
+    return pa.nulls(table.num_rows, pa.string())
 
 
 def keep_rule_is_valid(keep: str) -> bool:

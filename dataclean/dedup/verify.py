@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from typing import Any
 
 import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dataclean.dedup.alarms import largest_clusters, source_counts
 from dataclean.dedup.partition import (
     SourceFile,
     flat_lists,
@@ -121,6 +123,7 @@ class GatherCandidates:
                 "keys": summary.column("keys"),
                 "priority": priority,
                 "sketch": summary.column("sketch"),
+                "source": summary.column("source"),
             },
             schema=CANDIDATE_SCHEMA,
         )
@@ -141,7 +144,9 @@ class ClusterCandidates:
     verify: bool
     shards: int = 1  # record batches per decision file: one per input shard index
 
-    def __call__(self, partition: int) -> tuple[dict[str, int], int]:
+    def __call__(self, partition: int) -> tuple[dict[str, Any], int]:
+        """Counts of each decision kind, candidates and comparisons, the partition's largest
+        clusters and its removed rows per source (`dataclean.dedup.alarms`); the peak memory."""
         table = read_partition(list(self.candidate_files), partition, CANDIDATE_SCHEMA)
         order = pc.sort_indices(
             table,
@@ -179,9 +184,12 @@ class ClusterCandidates:
         write_partitioned(
             posixpath.join(self.folder, f"{partition:05d}.arrow"), decisions, shard, self.shards
         )
-        counts = {name: int(np.sum(kind[decided] == k)) for k, name in KIND_NAMES.items()}
+        counts: dict[str, Any] = {name: int(np.sum(kind[decided] == k)) for k, name in KIND_NAMES.items()}
         counts["candidates"] = table.num_rows
         counts["comparisons"] = checks
+        counts["largest"] = largest_clusters(ids, kind, target, (EXACT, NEAR))
+        removed = np.isin(kind, (EXACT, NEAR)) & ~table.column("earlier").to_numpy(False)
+        counts["removed_by_source"] = source_counts(table.column("source"), removed)
         return counts, peak_memory_bytes()
 
 

@@ -9,6 +9,7 @@ against the stage's `threshold`. Kept rows of a cluster carry `dup_cluster` (the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +46,11 @@ class ClusterSummary:
     jaccard: LinearHistogram = field(default_factory=LinearHistogram)
     threshold: float | None = None
     kept_with_cluster: int = 0
+    # From the dedup fit's statistics in stats.json (`dataclean.dedup.alarms`): a few member ids
+    # of the largest clusters by kept id, each source's share removed, the run's warning lines.
+    members: dict[str, list[str]] = field(default_factory=dict)
+    source_shares: list[dict[str, Any]] | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def clusters(self) -> int:
@@ -104,6 +110,13 @@ def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
             Cluster(str(target), int(e), int(n))
             for target, e, n in zip(*(top.column(i).to_pylist() for i in range(3)), strict=True)
         ]
+    fit = next(
+        (stage.get("fit") or {} for stage in output.stats.get("stages", []) if stage.get("stage") == "dedup"),
+        {},
+    )
+    summary.members = {cluster["kept"]: cluster["members"] for cluster in fit.get("largest_clusters", [])}
+    summary.source_shares = fit.get("source_shares")
+    summary.warnings = list(fit.get("warnings", []))
     threshold = output.stage_params("dedup").get("threshold")
     summary.threshold = float(threshold) if isinstance(threshold, (int, float)) else None
     return summary

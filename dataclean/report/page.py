@@ -326,12 +326,23 @@ def _clusters(report: RunReport) -> str:
     if summary.jaccard.total:
         grid += figure(charts.jaccard(summary.jaccard, summary.threshold))
     largest = table(
-        ("kept id", "size", "exact", "near"), [(c.kept_id, c.size, c.exact, c.near) for c in summary.largest]
+        ("kept id", "size", "exact", "near", "members (a few)"),
+        [
+            (c.kept_id, c.size, c.exact, c.near, ", ".join(summary.members.get(c.kept_id, [])))
+            for c in summary.largest
+        ],
     )
+    alarms = "".join(f'<p class="meta"><b>warning:</b> {esc(line)}</p>' for line in summary.warnings)
+    sources = ""
+    if summary.source_shares:
+        sources = "<h3>Removed per source</h3>" + table(
+            ("source", "rows", "removed", "share"),
+            [(s["source"], s["rows"], s["removed"], f"{s['share']:.1%}") for s in summary.source_shares],
+        )
     return _section(
         "duplicates",
         "Duplicate clusters",
-        f'{text}<div class="grid">{grid}</div><h3>Largest clusters</h3>{largest}',
+        f'{text}{alarms}<div class="grid">{grid}</div><h3>Largest clusters</h3>{largest}{sources}',
     )
 
 

@@ -17,6 +17,12 @@ the result does not depend on shard count, worker count or executor. With `index
 duplicate an earlier output (`dataclean.dedup.index`) are dropped too, and earlier rows always
 win. Empty and short texts: see `dataclean.dedup.shingles`.
 
+Alarms (`dataclean.dedup.alarms`): the fit's statistics (stats.json, the stage's `fit` entry)
+list the largest clusters (size, a few members, the kept id) and, when the input has a `source`
+or `domain` column, each source's share removed; a cluster of `warn_cluster_size` rows or more
+and a source losing `warn_source_share` of its rows or more are warning lines at the end of the
+run (`warnings`).
+
 Bands and rows default to datasketch's optimizer weighted 49:1 towards recall
 (`dataclean.dedup.lsh`); near-dedup practice: Broder 1997, Lee et al. 2022 ("Deduplicating
 training data makes language models better"), threshold 0.7 as in data-juicer and text-dedup.
@@ -34,6 +40,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from dataclean import columns as C
+from dataclean.dedup.alarms import warnings
 from dataclean.dedup.decisions import Decisions
 from dataclean.dedup.index import index_summaries
 from dataclean.dedup.lsh import choose_bands
@@ -51,7 +58,7 @@ class DropDuplicates(GlobalStage):
     name: ClassVar[str] = "dedup"
     provides: ClassVar[tuple[str, ...]] = (C.DUP_CLUSTER, C.DUP_SCORE)
     # `lang`, when present, chooses word or character shingles; without it, the script does.
-    reads_if_present: ClassVar[tuple[str, ...]] = (C.LANG,)
+    reads_if_present: ClassVar[tuple[str, ...]] = (C.LANG, C.SOURCE, C.DOMAIN)
     compile_seconds: ClassVar[float] = 3.7  # benchmarks/bench_compile.py
     rehearse: ClassVar[bool] = True  # its kernels compile in observe, fit and apply (Stage.rehearse)
 
@@ -67,6 +74,8 @@ class DropDuplicates(GlobalStage):
     seed: int = 1
     fold: tuple[str, ...] = DEFAULT_FOLD
     index: str | None = None
+    warn_cluster_size: int = 1000
+    warn_source_share: float = 0.5
     decisions: str | None = field(default=None, init=False, repr=False)
     fit_stats: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     # (bands, rows): the ones given, else datasketch's optimizer's, resolved in the driver before
@@ -99,6 +108,10 @@ class DropDuplicates(GlobalStage):
                     f"dedup.num_perm: {self.num_perm} is less than bands x rows "
                     f"({self.bands} x {self.rows} = {self.bands * self.rows})"
                 )
+        if self.warn_cluster_size < 2:
+            raise ConfigError(f"dedup.warn_cluster_size: {self.warn_cluster_size} must be at least 2")
+        if not 0.0 < self.warn_source_share <= 1.0:
+            raise ConfigError(f"dedup.warn_source_share: {self.warn_source_share} is not in (0, 1]")
         if not 0 <= self.seed < 2**32:
             raise ConfigError(f"dedup.seed: {self.seed} is not in [0, 2**32)")
         unknown = [name for name in self.fold if name not in FOLDS]
@@ -161,6 +174,12 @@ class DropDuplicates(GlobalStage):
             shards=context.shards,
         )
         self._by_shard = context.shards is not None
+        self.fit_stats["warnings"] = warnings(
+            self.fit_stats["largest_clusters"],
+            self.fit_stats["source_shares"],
+            self.warn_cluster_size,
+            self.warn_source_share,
+        )
         return self.fit_stats
 
     def rehearsal_copy(self) -> DropDuplicates:
