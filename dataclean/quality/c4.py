@@ -190,7 +190,7 @@ def c4_outcome(  # type: ignore[no-untyped-def]  # (a numba helper: numba types 
     length,
     flags,
     tables,
-    han,
+    mode,
     min_words,
     max_word,
     cjk,
@@ -204,7 +204,8 @@ def c4_outcome(  # type: ignore[no-untyped-def]  # (a numba helper: numba types 
 ):
     """C4QualityFilter's document-level outcome over `text.splitlines()`: (0, sentences of the
     kept lines), or (1, 0) for lorem ipsum, (2, 0) for a curly bracket in a line that reached
-    those tests. `tokens` are the document's words: a line without citations reuses its own."""
+    those tests. `tokens` are the document's words: a line without citations reuses its own;
+    `mode` the tokenizer's word style bits (`dataclean.quality.tokenizer`)."""
     sentences = 0
     zero = np.int64(0)  # not 0: numba would compile the helpers again for the literal
     start = i = zero
@@ -236,7 +237,7 @@ def c4_outcome(  # type: ignore[no-untyped-def]  # (a numba helper: numba types 
         if found:
             continue
         if copied:
-            count = tokenize(buf, zero, b, flags, tables, han, line_tokens, stack)
+            count = tokenize(buf, zero, b, flags, tables, mode, line_tokens, stack)
             sentences += _sentences(buf, line_tokens, zero, count, flags)
         else:
             while k < len(tokens) and tokens[k, 0] < line_start:

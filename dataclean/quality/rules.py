@@ -12,7 +12,9 @@ filter does, and names the drop with datatrove's reason: Gopher repetition (`emp
 is the reason. A threshold of None turns its rule off.
 
 Tables (`dataclean/data/quality/thresholds.json`): `default` (datatrove's English defaults),
-per-language overrides, and the table of Han text whatever its label.
+per-language overrides (`en`, `zh`), the table of Han text whatever its label, one table per
+lid.176 label with a FineWeb-2 config (`dataclean.quality.fineweb2`), and `unconfigured`, the
+table of every other label (language-independent rules only).
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
 
 from dataclean.errors import ConfigError
 from dataclean.quality.chars import TABLES
-from dataclean.quality.signals import INDEX
+from dataclean.quality.fineweb2 import fineweb2_tables
+from dataclean.quality.signals import INDEX, STOP_WORD_MAX_LENGTH
 from dataclean.quality.tokenizer import fnv_hash
 
 FAMILIES = ("gopher_repetition", "gopher_quality", "c4", "fineweb", "long_ngram_run")
@@ -40,9 +43,11 @@ KERNEL_PARAMS = (
     "c4_max_word_length",
     "short_line_length",
     "cjk_punctuation",
+    "word_style",
 )
-MAX_STOP_WORDS = 64
-MAX_STOP_WORD_LENGTH = 8
+# A table's stop words are bits of one int64 in the compiled pass (FineWeb-2's longest list: 63).
+MAX_STOP_WORDS = 63
+UNCONFIGURED = "unconfigured"
 
 _LESS: Callable[[Any, Any], Any] = operator.lt
 _MORE: Callable[[Any, Any], Any] = operator.gt
@@ -109,29 +114,44 @@ THRESHOLDS = tuple(dict.fromkeys(rule.threshold for rule in RULES if rule.thresh
 @dataclass
 class QualityTables:
     """The tables of a run: `names[i]` and its values `values[i]` (table 0 is `default`), the
-    table of each language, and the table of Han text."""
+    table of each language, the table of Han text, and the table of a language without one."""
 
     names: list[str]
     values: list[dict[str, Any]]
     han_table: int
     by_language: dict[str, int] = field(default_factory=dict)
+    unconfigured: int = 0
+
+    def table_of(self, code: str | None) -> int:
+        """The table of a row labeled `code` (-1 without a label: chosen by script)."""
+        if not code:
+            return -1
+        return self.by_language.get(code, self.unconfigured)
 
     def thresholds(self, name: str) -> np.ndarray:
         """Threshold `name` of every table (NaN where the rule is off)."""
         return np.array([math.nan if v[name] is None else float(v[name]) for v in self.values])
 
-    def params(self) -> np.ndarray:
-        """The compiled pass's per-table parameters (`dataclean.quality.signals._signals_kernel`)."""
+    @cached_property
+    def _params(self) -> np.ndarray:
         rows = [[int(v[name]) for name in KERNEL_PARAMS] + [len(v["stop_words"])] for v in self.values]
         return np.array(rows, np.int64)
 
-    def stops(self) -> np.ndarray:
-        """FNV hashes of each table's stop words (uint64, one row per table)."""
+    @cached_property
+    def _stops(self) -> np.ndarray:
         table = np.zeros((len(self.values), MAX_STOP_WORDS), np.uint64)
         for row, values in enumerate(self.values):
             for column, word in enumerate(values["stop_words"]):
                 table[row, column] = fnv_hash(word)
         return table
+
+    def params(self) -> np.ndarray:
+        """The compiled pass's per-table parameters (`dataclean.quality.signals._signals_kernel`)."""
+        return self._params
+
+    def stops(self) -> np.ndarray:
+        """FNV hashes of each table's stop words (uint64, one row per table)."""
+        return self._stops
 
 
 @lru_cache(maxsize=1)
@@ -145,10 +165,15 @@ def build_tables(overrides: dict[str, Any], per_language: Sequence[str]) -> Qual
     (`zh.top_2_gram=0.3` for one table, `*.top_2_gram=none` for all; `none` turns the rule off)
     applied; raises ConfigError naming a bad entry."""
     shipped = _shipped()
-    names = ["default", *shipped["languages"]]
-    values = [{**shipped["default"], **shipped["languages"].get(name, {})} for name in names]
+    own = {name: values for name, values in shipped["languages"].items()}
+    fineweb2 = {label: t for label, t in fineweb2_tables(shipped["fineweb2"]).items() if label not in own}
+    # `unconfigured` last: a user's `thresholds` entry for a new language adds a table after it.
+    tables = {**own, **fineweb2, UNCONFIGURED: _entries(shipped[UNCONFIGURED])}
+    names = ["default", *tables]
+    values = [{**shipped["default"], **tables.get(name, {})} for name in names]
     for table in values:
         table.update({key: value for key, value in overrides.items() if value is not None})
+        table.pop("_about", None)
     for entry in per_language:
         key, sep, raw = entry.partition("=")
         lang, dot, name = key.strip().partition(".")
@@ -156,7 +181,7 @@ def build_tables(overrides: dict[str, Any], per_language: Sequence[str]) -> Qual
             not sep
             or not dot
             or name not in values[0]
-            or name in ("stop_words", "families_off", *KERNEL_PARAMS)
+            or name in ("stop_words", "families_off", "fineweb2_config", *KERNEL_PARAMS)
         ):
             raise ConfigError(
                 f"quality.thresholds: {entry!r} is not LANG.THRESHOLD=VALUE with a known threshold"
@@ -169,12 +194,19 @@ def build_tables(overrides: dict[str, Any], per_language: Sequence[str]) -> Qual
             table[name] = value
     for name, table in zip(names, values, strict=True):
         words = table["stop_words"]
-        if len(words) > MAX_STOP_WORDS or any(len(w) > MAX_STOP_WORD_LENGTH for w in words):
+        if len(words) > MAX_STOP_WORDS or any(len(w) > STOP_WORD_MAX_LENGTH for w in words):
             raise ConfigError(
-                f"quality table {name!r}: at most {MAX_STOP_WORDS} stop words of at most 8 characters"
+                f"quality table {name!r}: at most {MAX_STOP_WORDS} stop words of at most "
+                f"{STOP_WORD_MAX_LENGTH} characters"
             )
     han = names.index(shipped["scripts"]["Han"])
-    return QualityTables(names, values, han, {name: i for i, name in enumerate(names) if i})
+    by_language = {name: i for i, name in enumerate(names) if i}
+    return QualityTables(names, values, han, by_language, names.index(UNCONFIGURED))
+
+
+def _entries(section: dict[str, Any]) -> dict[str, Any]:
+    """A table's entries without its `_about` note."""
+    return {key: value for key, value in section.items() if not key.startswith("_")}
 
 
 def _number(entry: str, raw: str) -> float:

@@ -72,6 +72,9 @@ SIGNALS = (
     "long_run_fraction",  # characters in long n-gram runs over all characters
 )
 INDEX = {name: i for i, name in enumerate(SIGNALS)}
+# Longest stop word a table may hold (FineWeb-2's longest: 23 characters); longer words are never
+# hashed for the stop-word test.
+STOP_WORD_MAX_LENGTH = 24
 
 
 @helper
@@ -212,8 +215,9 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         row[0] = length
         if length == 0:
             continue
-        han_words, min_words, max_word, short, cjk, n_stops = params[table]
-        words = tokenize(cps, zero, length, flags, tables, han_words != 0, tokens, stack)
+        han_words, min_words, max_word, short, cjk, style, n_stops = params[table]
+        mode = style | (1 if han_words else 0)  # the tokenizer's word style bits
+        words = tokenize(cps, zero, length, flags, tables, mode, tokens, stack)
         # A table twice the size of what goes in, small for small documents (it stays in cache).
         mask = 15
         while mask < 2 * max(words, breaks + 1):
@@ -259,7 +263,7 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
                 letters += b - a
             if has_alpha:
                 alphas += 1
-            if b - a <= 8 and n_stops:
+            if b - a <= STOP_WORD_MAX_LENGTH and n_stops:
                 h = _fnv(cps, a, b)
                 for w in range(n_stops):
                     if stops[table, w] == h:
@@ -296,7 +300,7 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
                 length,
                 flags,
                 tables,
-                han_words != 0,
+                mode,
                 min_words,
                 max_word,
                 cjk != 0,

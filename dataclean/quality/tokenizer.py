@@ -20,6 +20,11 @@ The agreement with spaCy on real pages is measured by `benchmarks/bench_quality.
 
 In the Chinese rules (`han=True`) every Han or kana character is a chunk of its own, so it is
 one word; runs of other characters (Latin words, digits, punctuation) are tokenized as above.
+
+Other languages' spaCy tokenizers (datatrove's for FineWeb-2's languages) differ from English's
+in a few rules that change word counts; a table's word style bits switch them: elision (`l'uomo`
+-> `l'` `uomo`), hyphens between letters (split before a lower-case letter only, or never),
+brackets and quotes between letters, a period after a digit (`STYLES`).
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -38,6 +43,23 @@ from dataclean.quality import chars as F
 from dataclean.quality.chars import TABLES
 
 _MASK = (1 << 64) - 1
+# Word styles (bits of `mode`): how another language's spaCy tokenizer differs from English's, as
+# datatrove's tokenizer for the language behaves (probed by scripts/build_fineweb2_tables.py).
+HAN_WORDS = 1  # every Han or kana character is a word (the Chinese rules)
+ELISION = 2  # `l'uomo` -> `l'` `uomo` (it, fr, ca)
+HYPHEN_LOWER = 4  # a hyphen between letters splits only before a lower-case letter (it)
+NO_HYPHEN = 8  # a hyphen between letters never splits (es, de, pt, nl, sv, nb, hu, ro, ca)
+BRACKETS = 16  # brackets, quotes and `,!?` between letters split (de, nl, sv, nb, hu, pl)
+DIGIT_PERIOD = 32  # a period after a digit stays with it: `12.` (de, nb, hu)
+NO_ENGLISH_SPECIALS = 64  # English's special cases (`dont` -> `do` `nt`, `can't`) do not apply
+STYLES = {
+    "no_english_specials": NO_ENGLISH_SPECIALS,
+    "elision": ELISION,
+    "hyphen_lower": HYPHEN_LOWER,
+    "no_hyphen": NO_HYPHEN,
+    "brackets": BRACKETS,
+    "digit_period": DIGIT_PERIOD,
+}
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 
@@ -81,7 +103,8 @@ def tokenizer_tables() -> Tables:
     """What the compiled tokenizer looks up: (special cases as a `hash_set`, their token-length
     offsets, token lengths, after-digit suffixes as a `hash_set`, the longest after-digit suffix,
     the special cases the affix rules cut apart as a `hash_set` of special-case indexes, how many
-    pieces the affix rules make of each special case, the most characters of one of those)."""
+    pieces the affix rules make of each special case, the most characters of one of those, an
+    empty `hash_set`)."""
     rows = []
     for line in (TABLES / "spacy_en_specials.tsv").read_text(encoding="utf-8").splitlines():
         if line:
@@ -103,6 +126,7 @@ def tokenizer_tables() -> Tables:
         split,
         np.array([row[2] for row in rows], np.int64),
         max(row[3] for row in rows if row[2]),
+        hash_set([]),  # no special cases: another language's tokenizer (`NO_ENGLISH_SPECIALS`)
     )
 
 
@@ -158,7 +182,7 @@ def _prefix_length(cps, s, e, flags):  # type: ignore[no-untyped-def]
 
 
 @helper
-def _suffix_length(cps, s, e, flags, after_digit, longest):  # type: ignore[no-untyped-def]
+def _suffix_length(cps, s, e, flags, after_digit, longest, mode):  # type: ignore[no-untyped-def]
     """spaCy's `find_suffix`: its suffix regex's leftmost match, which ends at `e`: the longest
     alternative that matches there."""
     n = e - s
@@ -174,7 +198,7 @@ def _suffix_length(cps, s, e, flags, after_digit, longest):  # type: ignore[no-u
         elif n >= 2:
             before = cps[e - 2]
             if (
-                flags[before] & F.BEFORE_PERIOD
+                (flags[before] & F.BEFORE_PERIOD and not (mode & DIGIT_PERIOD and _is_digit(before)))
                 or (n >= 3 and (flags[before] & F.UPPER) and (flags[cps[e - 3]] & F.UPPER))
                 or (n >= 3 and cps[e - 3] == 0xB0 and (before in (70, 102, 67, 99, 75, 107)))
             ):
@@ -261,9 +285,18 @@ def _alpha(flags, c):  # type: ignore[no-untyped-def]
 
 
 @helper
-def _infix_length(cps, s, p, e, flags):  # type: ignore[no-untyped-def]
-    """Length of spaCy's infix regex match at `p` (its first matching alternative), or 0."""
+def _infix_length(cps, s, p, e, flags, mode):  # type: ignore[no-untyped-def]
+    """Length of spaCy's infix regex match at `p` (its first matching alternative), 0 for none,
+    -1 for an empty match (a cut before `p`: the elision infix of it/fr/ca)."""
     c = cps[p]
+    if (
+        mode & ELISION
+        and p - s >= 2
+        and (cps[p - 1] == 39 or cps[p - 1] == 0x2019)
+        and _alpha(flags, cps[p - 2])
+        and (_alpha(flags, c) or _is_digit(c))
+    ):
+        return -1
     if c == 46 and p + 1 < e and cps[p + 1] == 46:
         k = p
         while k < e and cps[k] == 46:
@@ -280,21 +313,37 @@ def _infix_length(cps, s, p, e, flags):  # type: ignore[no-untyped-def]
         return 1
     if c == 44 and _alpha(flags, before) and _alpha(flags, after):
         return 1
+    if (
+        mode & BRACKETS
+        and _alpha(flags, before)
+        and _alpha(flags, after)
+        and (
+            c == 40 or c == 41 or c == 91 or c == 93 or c == 33 or c == 63 or (flags[c] & F.QUOTE and c != 39)
+        )  # noqa: E501
+    ):
+        return 1
     if not (_alpha(flags, before) or _is_digit(before)):
         return 0
-    if c == 45 or c == 0x2014:  # "-", "--", "---"; "—", "——"
+    hyphens = not mode & NO_HYPHEN
+    if hyphens and (c == 45 or c == 0x2014):  # "-", "--", "---"; "—", "——"
         limit = 3 if c == 45 else 2
         k = p
         while k < e and k - p < limit and cps[k] == c:
-            if k + 1 < e and _alpha(flags, cps[k + 1]):
+            if k + 1 < e and _hyphen_follows(flags, cps[k + 1], mode):
                 return k + 1 - p
             k += 1
         return 0
-    if (c == 0x2013 or c == 126) and _alpha(flags, after):
+    if hyphens and (c == 0x2013 or c == 126) and _hyphen_follows(flags, after, mode):
         return 1
     if (c == 58 or c == 60 or c == 62 or c == 61 or c == 47) and _alpha(flags, after):
         return 1
     return 0
+
+
+@helper
+def _hyphen_follows(flags, c, mode):  # type: ignore[no-untyped-def]
+    """Whether a hyphen before `c` is an infix: before a letter (a lower-case one in `HYPHEN_LOWER`)."""
+    return (flags[c] & F.LOWER) != 0 if mode & HYPHEN_LOWER else _alpha(flags, c) != 0
 
 
 @helper
@@ -313,10 +362,13 @@ def _emit_special(out, n, s, index, offsets, lengths):  # type: ignore[no-untype
 
 
 @helper
-def tokenize_chunk(cps, s, e, flags, tables, out, n, stack):  # type: ignore[no-untyped-def]
+def tokenize_chunk(cps, s, e, flags, tables, out, n, stack, mode):  # type: ignore[no-untyped-def]
     """Append the tokens of chunk `cps[s:e]` (no whitespace in it) to `out` (rows of start, end)
-    from row `n`; returns the new row count. `stack` is scratch for the suffixes (rows)."""
+    from row `n`; returns the new row count. `stack` is scratch for the suffixes (rows); `mode`
+    the word style bits."""
     specials, offsets, lengths, after_digit, longest = tables[0], tables[1], tables[2], tables[3], tables[4]
+    if mode & NO_ENGLISH_SPECIALS:
+        specials = tables[8]  # an empty set
     first = n
     index = _find(specials, _fnv(cps, s, e))
     if index >= 0:
@@ -332,7 +384,7 @@ def tokenize_chunk(cps, s, e, flags, tables, out, n, stack):  # type: ignore[no-
             n = _emit(out, n, s, s + pre)
             s += pre
             break
-        suf = _suffix_length(cps, s + pre, e, flags, after_digit, longest) if s + pre < e else 0
+        suf = _suffix_length(cps, s + pre, e, flags, after_digit, longest, mode) if s + pre < e else 0
         if suf and e - suf > s and _find(specials, _fnv(cps, s, e - suf)) >= 0:
             stack[suffixes, 0] = e - suf
             stack[suffixes, 1] = e
@@ -357,8 +409,14 @@ def tokenize_chunk(cps, s, e, flags, tables, out, n, stack):  # type: ignore[no-
             start = s
             p = s
             while p < e:
-                size = _infix_length(cps, s, p, e, flags)
+                size = _infix_length(cps, s, p, e, flags, mode)
                 if size == 0:
+                    p += 1
+                    continue
+                if size < 0:  # an empty infix: the text before it is a token
+                    if p != start:
+                        n = _emit(out, n, start, p)
+                    start = p
                     p += 1
                     continue
                 if p != s:
@@ -371,7 +429,7 @@ def tokenize_chunk(cps, s, e, flags, tables, out, n, stack):  # type: ignore[no-
                 n = _emit(out, n, start, e)
     for k in range(suffixes - 1, -1, -1):
         n = _emit(out, n, stack[k, 0], stack[k, 1])
-    if n - first >= 2:
+    if n - first >= 2 and not mode & NO_ENGLISH_SPECIALS:
         n = _merge_specials(cps, tables, out, first, n, stack)
     return n
 
@@ -406,10 +464,11 @@ def _merge_specials(cps, tables, out, first, n, stack):  # type: ignore[no-untyp
 
 
 @helper
-def tokenize(cps, s, e, flags, tables, han, out, stack):  # type: ignore[no-untyped-def]
-    """The tokens of `cps[s:e]` into `out` (rows of start, end); returns their count. With `han`,
-    every Han/kana character is a token of its own (the Chinese rules)."""
+def tokenize(cps, s, e, flags, tables, mode, out, stack):  # type: ignore[no-untyped-def]
+    """The tokens of `cps[s:e]` into `out` (rows of start, end); returns their count. `mode`: the
+    word style bits; with `HAN_WORDS` every Han/kana character is a token of its own."""
     n = np.int64(0)  # not 0: numba would compile tokenize_chunk again for the literal
+    han = mode & HAN_WORDS
     i = s
     while i < e:
         while i < e and flags[cps[i]] & F.SPACE:
@@ -423,20 +482,22 @@ def tokenize(cps, s, e, flags, tables, han, out, stack):  # type: ignore[no-unty
         j = i
         while j < e and not (flags[cps[j]] & F.SPACE) and not (han and flags[cps[j]] & F.HAN):
             j += 1
-        n = tokenize_chunk(cps, i, j, flags, tables, out, n, stack)
+        n = tokenize_chunk(cps, i, j, flags, tables, out, n, stack, mode)
         i = j
     return n
 
 
 @numba.njit(cache=True, nogil=True)
-def _words_kernel(cps, flags, tables, han, out, stack):  # type: ignore[no-untyped-def]
-    return tokenize(cps, 0, len(cps), flags, tables, han, out, stack)
+def _words_kernel(cps, flags, tables, mode, out, stack):  # type: ignore[no-untyped-def]
+    return tokenize(cps, 0, len(cps), flags, tables, mode, out, stack)
 
 
-def words(text: str, han: bool = False) -> list[str]:
-    """The words of one text, as the quality rules count them (see the module docstring)."""
+def words(text: str, han: bool = False, style: int = 0) -> list[str]:
+    """The words of one text, as the quality rules count them (see the module docstring);
+    `style`: word style bits (`ELISION`, ...)."""
     cps = np.array([ord(ch) for ch in text], np.uint32)
     out = np.empty((max(1, len(cps)), 2), np.int64)
     stack = np.empty((max(1, len(cps)), 2), np.int64)
-    n = _words_kernel(cps, F.char_classes(), tokenizer_tables(), han, out, stack)
+    mode = np.int64(style | (HAN_WORDS if han else 0))
+    n = _words_kernel(cps, F.char_classes(), tokenizer_tables(), mode, out, stack)
     return [text[int(a) : int(b)] for a, b in out[:n]]

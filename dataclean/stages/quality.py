@@ -34,7 +34,7 @@ from dataclean.quality.rules import FAMILIES, QualityTables, build_tables, first
 from dataclean.quality.runs import cut_runs, spans_by_row
 from dataclean.quality.settings import QualityThresholds
 from dataclean.quality.signals import SIGNALS, compute_signals
-from dataclean.stage import Stage, with_drops
+from dataclean.stage import Stage, with_column, with_drops
 
 Mode = Literal["filter", "annotate"]
 # Statistics kept in `quality_signals` (the table index and the raw counts stay internal).
@@ -82,7 +82,7 @@ class FilterQuality(Stage, QualityThresholds):
             rows = np.full(table.num_rows, tables.by_language[self.language], np.int64)
         elif C.LANG in table.column_names:
             codes = table.column(C.LANG).to_pylist()
-            rows = np.array([tables.by_language.get(code or "", -1) for code in codes], np.int64)
+            rows = np.array([tables.table_of(code) for code in codes], np.int64)
         else:
             rows = np.full(table.num_rows, -1, np.int64)
         han = -1 if self.language else tables.han_table  # a forced table applies to Han text too
@@ -97,10 +97,10 @@ class FilterQuality(Stage, QualityThresholds):
             struct = pa.StructArray.from_arrays(
                 [pa.array(values[:, index[name]], pa.float64()) for name in _ANNOTATED], list(_ANNOTATED)
             )
-            return _put(table, C.QUALITY_SIGNALS, struct)
+            return with_column(table, C.QUALITY_SIGNALS, struct)
         reasons = first_failures(values, self._tables, self.families())
         table, counts = _cut_runs(table, cuts, reasons)
-        table = _put(table, C.QUALITY_RUNS_CUT, pa.array(counts, pa.int32()))
+        table = with_column(table, C.QUALITY_RUNS_CUT, pa.array(counts, pa.int32()))
         return with_drops(table, pa.array(reasons.tolist(), pa.string()))
 
     def compile_kernels(self) -> None:
@@ -131,8 +131,3 @@ def _cut_runs(table: pa.Table, cuts: np.ndarray, reasons: np.ndarray) -> tuple[p
     column = table.column(C.TEXT).combine_chunks().cast(pa.string())
     new = pc.replace_with_mask(column, pa.array(mask), values)
     return table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, new), counts
-
-
-def _put(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    return table.set_column(index, name, values) if index >= 0 else table.append_column(name, values)
