@@ -1,10 +1,12 @@
 """The stage contract: a named callable from an Arrow table to an Arrow table.
 
-A stage adds or replaces columns, or marks rows to drop with a reason (`with_drops`), or marks
-kept rows to list in its destination folder as well (`with_copies`), or says per row how much it
-did (`with_counts`: escape sequences removed). It never writes files, never sums, never times
-and never imports Ray: the runner (`dataclean.run.shard`) splits kept from dropped rows, prefixes the
-reason with the stage name, counts, sums and times every stage.
+A stage adds or replaces columns (`with_column`), marks rows to drop with a reason (`with_drops`),
+marks kept rows to list in its output folder as well (`with_copies`), records facts about rows
+for a file of its own (`with_records`), or says per row how much it did (`with_counts`: escape
+sequences removed); `Outputs` declares where those go. It never writes files, never sums, never
+times and never imports Ray: the run layer takes every mark off in one place
+(`dataclean.run.routing.take_outputs`), prefixes reasons with the stage name, writes, counts,
+sums and times every stage alike.
 
 Stages are dataclasses whose init fields are their parameters: typed, validated in
 `__post_init__` (raise `ConfigError` naming the field), and settable from the CLI with
@@ -31,15 +33,42 @@ from dataclean import columns as C
 from dataclean.executors.base import Executor
 
 
+@dataclass(frozen=True)
+class Records:
+    """A file of facts about rows under OUT/ (decontaminate's `contamination.parquet`): its name,
+    and the columns of its records after `id`. Rows are marked with `with_records`."""
+
+    file: str
+    schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a stage writes beyond its kept rows, declared in one place: the run routes every
+    stage's marked rows by this and nothing else (`dataclean.run.routing.take_outputs`).
+
+    - `folder`: where the rows it drops (`with_drops`) and the copies of kept rows it marks
+      (`with_copies`) go: `excluded`, or `quarantined` for the quarantine stage;
+    - `records`: its records file, for the facts it marks with `with_records`;
+    - `redacts`: it removes personal data (pii): the rows that stages before it drop, and that the
+      reader rejects, pass through its `redact` before they are written, so nothing written under
+      OUT/ holds what it would have removed.
+    """
+
+    folder: str = "excluded"
+    records: Records | None = None
+    redacts: bool = False
+
+
 class Stage(ABC):
     """One step of a pipeline. Subclasses are dataclasses; see the module docstring for the contract.
 
     `name` is the stage name used in `--only/--skip/--set` and as the prefix of every drop reason.
-    `destination` is the output folder that receives the rows this stage drops.
+    `outputs` declares what it writes beyond its kept rows (`Outputs`).
     """
 
     name: ClassVar[str]
-    destination: ClassVar[str] = "excluded"
+    outputs: ClassVar[Outputs] = Outputs()
     # The columns this stage reads beyond what every batch has (`id`, `text`, `parent_id`,
     # `bad_bytes`: the reader's), and the columns it adds. Planning a run checks that an earlier
     # stage provides each required column; every column has exactly one producer. A stage whose
@@ -52,14 +81,6 @@ class Stage(ABC):
     # About how long `compile_kernels` takes on a first run, in CPU seconds (as
     # benchmarks/bench_compile.py measures it): the workers take the longest first.
     compile_seconds: ClassVar[float] = 0.0
-    # A stage that removes personal data (pii): the rows that stages before it drop, and that the
-    # reader rejects, go through its `redact` before the runner writes them, so nothing written
-    # under OUT/ holds what this stage would have removed.
-    redacts: ClassVar[bool] = False
-    # A stage that records facts about rows in a file of its own under OUT/ (decontaminate:
-    # `contamination.parquet`): the file's name, and the columns of its records after `id`.
-    records_file: ClassVar[str | None] = None
-    records_schema: ClassVar[pa.Schema | None] = None
     # True: the run compiles this (global) stage's kernels by a rehearsal, its observe, fit and
     # apply over a tiny mixed-language corpus (`dataclean.run.kernels.rehearse`), instead of calling
     # `compile_kernels`: for kernels that only `fit` reaches, with the types of a real run.
@@ -99,7 +120,7 @@ class Stage(ABC):
 
     def redact(self, table: pa.Table) -> pa.Table:
         """Rows (as the runner writes them, with `stage` and `reason`) with personal data removed;
-        only called on a stage whose `redacts` is true. The default: the stage itself."""
+        only called on a stage whose `outputs.redacts` is true. The default: the stage itself."""
         return self(table)
 
     @abstractmethod
@@ -133,11 +154,11 @@ class FitContext:
 class GlobalStage(Stage):
     """A barrier stage: needs every shard's summary before any row can be decided.
 
-    Order of calls: `observe` on every batch of every shard (on workers) -> `fit` once (driver;
-its returned statistics go to stats.json)
-    -> per shard, `begin_shard` then `__call__` on its batches (on workers; the fitted stage is
-    pickled to them, so the state `fit` leaves on `self` must be small: put large state in files
-    under `FitContext.scratch`, keyed by shard where it grows with the corpus).
+        Order of calls: `observe` on every batch of every shard (on workers) -> `fit` once (driver;
+    its returned statistics go to stats.json)
+        -> per shard, `begin_shard` then `__call__` on its batches (on workers; the fitted stage is
+        pickled to them, so the state `fit` leaves on `self` must be small: put large state in files
+        under `FitContext.scratch`, keyed by shard where it grows with the corpus).
     """
 
     def is_barrier(self) -> bool:
@@ -188,8 +209,8 @@ def reason_kind(reason: str) -> str:
 
 
 def with_records(table: pa.Table, records: pa.Array) -> pa.Table:
-    """Record facts about rows in the stage's `records_file`: `records[i]` is a list of structs
-    (of `records_schema`'s fields) about row i, empty or null for none. The runner writes each
+    """Record facts about rows in the stage's records file (`Outputs.records`): `records[i]` is a
+    list of structs (of its schema's fields) about row i, empty or null for none. The runner writes each
     with the row's `id`, whether the row is kept or dropped, and removes the column."""
     if len(records) != table.num_rows:
         raise ValueError(f"{len(records)} record lists for {table.num_rows} rows")
@@ -197,7 +218,7 @@ def with_records(table: pa.Table, records: pa.Array) -> pa.Table:
 
 
 def with_copies(table: pa.Table, reasons: pa.Array | Sequence[str | None]) -> pa.Table:
-    """Mark kept rows to list in the stage's destination folder as well: `reasons[i]` is why row
+    """Mark kept rows to list in the stage's output folder as well: `reasons[i]` is why row
     i is listed there (without the stage prefix), or None. The rows stay in the output; the
     runner writes a copy with `stage` and `reason` and counts it as `copied`, apart from the
     accounting invariant (the row is counted once, as kept)."""

@@ -26,7 +26,7 @@ FOLDERS = (DATA, EXCLUDED, QUARANTINED)
 STATS = "stats.json"
 MANIFEST = "manifest.json"
 REPORT = "report.html"
-CONTAMINATION = "contamination.parquet"  # the decontaminate stage's records (Stage.records_file)
+CONTAMINATION = "contamination.parquet"  # the decontaminate stage's records (Outputs.records)
 WORK = "_work"
 # What a run writes under OUT/ besides the manifest (what `--overwrite` removes, with it).
 OUTPUT_ENTRIES = (DATA, EXCLUDED, QUARANTINED, WORK, STATS, REPORT, CONTAMINATION)
@@ -68,7 +68,7 @@ class Layout:
         return posixpath.join(self.group(group), f"{shard_index:05d}.done.json")
 
     def records(self, stage_name: str) -> str:
-        """Where workers write a stage's records (`Stage.records_file`) until the run merges them."""
+        """Where workers write a stage's records (`Outputs.records`) until the run merges them."""
         return posixpath.join(self.work, f"records-{stage_name}")
 
     def summaries(self, group: int) -> str:

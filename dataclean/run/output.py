@@ -139,12 +139,13 @@ def same_inputs(old: dict[str, Any], new: dict[str, Any]) -> bool:
 
 
 def merge_records(layout: Layout, stage: Stage) -> None:
-    """OUT/{stage.records_file}: the records its workers wrote (`with_records`), shard by shard,
+    """OUT/{its records file}: the records its workers wrote (`with_records`), shard by shard,
     one row group per part, so memory holds one part at a time; an empty file when none."""
-    assert stage.records_file is not None and stage.records_schema is not None
-    schema = pa.schema([pa.field(C.ID, pa.string()), *stage.records_schema])
+    records = stage.outputs.records
+    assert records is not None
+    schema = pa.schema([pa.field(C.ID, pa.string()), *records.schema])
     with (
-        atomic_output(f"{layout.root}/{stage.records_file}") as sink,
+        atomic_output(f"{layout.root}/{records.file}") as sink,
         pq.ParquetWriter(sink, schema) as writer,
     ):
         for path in parquet_files(layout.records(stage.name)):

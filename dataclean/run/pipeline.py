@@ -148,7 +148,7 @@ def run_pipeline(
 
     progress.step("writing stats")
     for stage in stages:
-        if stage.records_file is not None:
+        if stage.outputs.records is not None:
             merge_records(layout, stage)
     stats = summarize(
         all_stats, [s.name for s in stages], time.perf_counter() - started, fit_seconds, fit_stats

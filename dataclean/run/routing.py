@@ -8,6 +8,8 @@ kept rows of the last group the final columns (`FINAL_COLUMNS`) in contract orde
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -76,10 +78,67 @@ def _labelled(stage_name: str, rows: pa.Table, reason_column: str) -> pa.Table:
     return _ordered(rows)
 
 
+DROPPED, COPIED, RECORDED = "dropped", "copied", "recorded"
+
+
+@dataclass(frozen=True)
+class Side:
+    """Rows a stage's output sends beside its kept rows: `dropped` and `copied` rows, labelled with
+    `stage` and `reason`, to its output folder (`Outputs.folder`); `recorded` facts, each with its
+    row's `id`, to its records file (`Outputs.records`)."""
+
+    kind: str
+    rows: pa.Table
+
+
+@dataclass(frozen=True)
+class StageOutput:
+    """A stage's output taken apart: the kept rows (private columns removed), what goes beside
+    them (`Side`), and the per-row counts it reported (`with_counts`), totalled."""
+
+    kept: pa.Table
+    sides: list[Side]
+    counts: dict[str, int]
+
+
+def take_outputs(stage_name: str, table: pa.Table) -> StageOutput:
+    """Every mark a stage can leave on its output (`with_counts`, `with_records`, `with_drops`,
+    `with_copies`), taken off in one place: the one mechanism by which any stage's extra outputs
+    reach OUT/ (`dataclean.run.shard` writes each `Side` by its kind)."""
+    table, counts = _take_counts(table)
+    table, recorded = _take_records(table)
+    kept, dropped, copies = split_outputs(stage_name, table)
+    found = ((RECORDED, recorded), (DROPPED, dropped), (COPIED, copies))
+    return StageOutput(kept, [Side(kind, rows) for kind, rows in found if rows is not None], counts)
+
+
+def _take_counts(table: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+    """A stage's per-row counts (`with_counts`), totalled, and the table without their columns."""
+    names = [name for name in table.column_names if name.startswith(C.COUNT_PREFIX)]
+    counts = {
+        name.removeprefix(C.COUNT_PREFIX): int(pc.sum(table.column(name)).as_py() or 0) for name in names
+    }
+    return (table.drop_columns(names) if names else table), counts
+
+
+def _take_records(table: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+    """A stage's records (`with_records`) as rows with their row's `id`, and the table without
+    the column; None when it recorded nothing."""
+    if C.RECORDS not in table.column_names:
+        return table, None
+    lists = table.column(C.RECORDS).combine_chunks()
+    table = table.drop_columns([C.RECORDS])
+    flat = pc.list_flatten(lists)
+    if len(flat) == 0:
+        return table, None
+    ids = table.column(C.ID).take(pc.list_parent_indices(lists))
+    return table, pa.Table.from_arrays([ids, *flat.flatten()], [C.ID, *(f.name for f in flat.type)])
+
+
 def redaction(stages: list[Stage]) -> tuple[Stage | None, frozenset[str]]:
-    """The pipeline's first redacting stage (`Stage.redacts`), and the names of the steps before
+    """The pipeline's first redacting stage (`Outputs.redacts`), and the names of the steps before
     it (the reader's included) whose dropped rows it must redact before they are written."""
     for position, stage in enumerate(stages):
-        if stage.redacts:
+        if stage.outputs.redacts:
             return stage, frozenset([READ, *(s.name for s in stages[:position])])
     return None, frozenset()

@@ -5,7 +5,7 @@
 through the group's stages, routes each stage's dropped rows to `excluded/` or `quarantined/` with
 `stage` and `reason` (`{stage}:{reason}`), feeds the kept rows to the group's barrier (`observe`),
 and writes the kept rows. It returns the task's stats (see `dataclean.run.stats`). Rows that the reader or
-a stage before a redacting stage (`Stage.redacts`: pii) drops pass through its `redact` before they
+a stage before a redacting stage (`Outputs.redacts`: pii) drops pass through its `redact` before they
 are written (`redaction`), so no output holds the personal data that stage removes. Workers are
 picklable and load their stages' resources (`setup`) once, on the first task they run.
 
@@ -32,7 +32,16 @@ from dataclean.io.layout import EXCLUDED, QUARANTINED, Layout
 from dataclean.io.readers import ReadOptions, read_shard
 from dataclean.io.shards import Shard
 from dataclean.io.writers import PartWriter, read_parquet_batches, write_json
-from dataclean.run.routing import READ, finalize, split_drops, split_outputs
+from dataclean.run.routing import (
+    COPIED,
+    DROPPED,
+    READ,
+    RECORDED,
+    Side,
+    finalize,
+    split_drops,
+    take_outputs,
+)
 from dataclean.run.stats import UNDECODABLE, new_account, new_stage
 from dataclean.stage import GlobalStage, Stage, reason_kind
 
@@ -51,18 +60,6 @@ def _text_bytes(table: pa.Table) -> int:
         return 0
     total = pc.sum(pc.binary_length(table.column(C.TEXT))).as_py()
     return int(total or 0)
-
-
-def _take_counts(table: pa.Table, stage_stats: dict[str, Any]) -> pa.Table:
-    """Add a stage's per-row counts (`with_counts`) to its stats, and remove their columns."""
-    names = [name for name in table.column_names if name.startswith(C.COUNT_PREFIX)]
-    if not names:
-        return table
-    counts = stage_stats.setdefault("counts", {})
-    for name in names:
-        what = name.removeprefix(C.COUNT_PREFIX)
-        counts[what] = counts.get(what, 0) + int(pc.sum(table.column(name)).as_py() or 0)
-    return table.drop_columns(names)
 
 
 @dataclass
@@ -117,13 +114,13 @@ class _ShardRun:
             if worker.observer is not None
             else None
         )
-        self.drop_writers: dict[tuple[str, str], PartWriter] = {}
-        self.record_writers: dict[str, PartWriter] = {}
+        # Writers of what goes beside the kept rows (`_write`), by (folder, step).
+        self.side_writers: dict[tuple[str, str], PartWriter] = {}
         self.stats: dict[str, Any] = {"shard": self.shard.name, "account": new_account(), "stages": {}}
 
     def _writers(self) -> list[PartWriter]:
         extra = [self.summary_writer] if self.summary_writer is not None else []
-        return [self.kept_writer, *extra, *self.drop_writers.values(), *self.record_writers.values()]
+        return [self.kept_writer, *extra, *self.side_writers.values()]
 
     def run(self) -> dict[str, Any]:
         observer = self.worker.observer
@@ -182,7 +179,7 @@ class _ShardRun:
                     counts[UNDECODABLE] = counts.get(UNDECODABLE, 0) + undecodable
                 kept, dropped = split_drops(READ, batch)
                 if dropped is not None:
-                    self._route(READ, EXCLUDED, dropped)
+                    self._write(READ, EXCLUDED, Side(DROPPED, dropped))
                 read["rows_out"] += kept.num_rows
                 read["bytes_out"] += _text_bytes(kept)
                 yield kept
@@ -199,30 +196,35 @@ class _ShardRun:
                 C.STAGE: [READ],
                 C.REASON: [f"{READ}:error:{error.detail}"],
             }
-            self._route(READ, EXCLUDED, pa.table(record))
+            self._write(READ, EXCLUDED, Side(DROPPED, pa.table(record)))
 
-    def _route(self, stage_name: str, destination: str, dropped: pa.Table, copies: bool = False) -> None:
-        """Write rows to OUT/{destination}/; count them as excluded or quarantined, or, for copies
-        of kept rows (`with_copies`), as copied."""
-        if stage_name in self.worker.unredacted and self.worker.redactor is not None:
-            dropped = self.worker.redactor.redact(dropped)
-        key = (destination, stage_name)
-        writer = self.drop_writers.get(key)
-        if writer is None:
-            writer = self.drop_writers[key] = PartWriter(
-                self.worker.layout.folder(destination),
-                f"part-{self.shard.index:05d}-{stage_name}",
+    def _write(self, stage_name: str, folder: str, side: Side) -> None:
+        """Write a `Side` of a step's output: dropped rows and copies to OUT/{folder}/ (redacted
+        first when a redacting stage comes after the step), counted as excluded or quarantined
+        (copies as copied); records to the stage's records folder, uncounted."""
+        rows = side.rows
+        if side.kind == RECORDED:
+            where, stem = (
+                self.worker.layout.records(stage_name),
+                self.worker.layout.shard_stem(self.shard.index),
             )
-        writer.write(dropped)
-        if copies:
-            self.stats["account"]["copied"] += dropped.num_rows
-            return
-        account_key = "quarantined" if destination == QUARANTINED else "excluded"
-        self.stats["account"][account_key] += dropped.num_rows
-        counts = self.stats["stages"].setdefault(stage_name, new_stage())["dropped"]
-        for reason in dropped.column(C.REASON).to_pylist():
-            kind = reason_kind(reason)
-            counts[kind] = counts.get(kind, 0) + 1
+        else:
+            if stage_name in self.worker.unredacted and self.worker.redactor is not None:
+                rows = self.worker.redactor.redact(rows)
+            where, stem = self.worker.layout.folder(folder), f"part-{self.shard.index:05d}-{stage_name}"
+        writer = self.side_writers.get((where, stage_name))
+        if writer is None:
+            writer = self.side_writers[(where, stage_name)] = PartWriter(where, stem)
+        writer.write(rows)
+        account = self.stats["account"]
+        if side.kind == COPIED:
+            account["copied"] += rows.num_rows
+        elif side.kind == DROPPED:
+            account["quarantined" if folder == QUARANTINED else "excluded"] += rows.num_rows
+            counts = self.stats["stages"].setdefault(stage_name, new_stage())["dropped"]
+            for reason in rows.column(C.REASON).to_pylist():
+                kind = reason_kind(reason)
+                counts[kind] = counts.get(kind, 0) + 1
 
     def _run_stages(self, table: pa.Table) -> pa.Table:
         for stage in self.worker.stages:
@@ -233,38 +235,21 @@ class _ShardRun:
             stage_stats["rows_in"] += rows_in
             stage_stats["bytes_in"] += _text_bytes(table)
             started = time.perf_counter()
-            out = self._take_records(stage, _take_counts(self._apply(stage, table), stage_stats))
+            applied = self._apply(stage, table)
+            output = take_outputs(stage.name, applied)
             stage_stats["seconds"] += time.perf_counter() - started
-            added = out.num_rows - rows_in
+            if output.counts:
+                totals = stage_stats.setdefault("counts", {})
+                for what, count in output.counts.items():
+                    totals[what] = totals.get(what, 0) + count
+            added = applied.num_rows - rows_in
             stage_stats["rows_added"] += added
             self.stats["account"]["rows_added"] += added
-            table, dropped, copies = split_outputs(stage.name, out)
-            if dropped is not None:
-                self._route(stage.name, stage.destination, dropped)
-            if copies is not None:
-                self._route(stage.name, stage.destination, copies, copies=True)
+            for side in output.sides:
+                self._write(stage.name, stage.outputs.folder, side)
+            table = output.kept
             stage_stats["rows_out"] += table.num_rows
             stage_stats["bytes_out"] += _text_bytes(table)
-        return table
-
-    def _take_records(self, stage: Stage, table: pa.Table) -> pa.Table:
-        """Write a stage's records (`with_records`) with their rows' ids; remove the column."""
-        if C.RECORDS not in table.column_names:
-            return table
-        lists = table.column(C.RECORDS).combine_chunks()
-        table = table.drop_columns([C.RECORDS])
-        flat = pc.list_flatten(lists)
-        if len(flat) == 0:
-            return table
-        ids = table.column(C.ID).take(pc.list_parent_indices(lists))
-        records = pa.Table.from_arrays([ids, *flat.flatten()], [C.ID, *(f.name for f in flat.type)])
-        writer = self.record_writers.get(stage.name)
-        if writer is None:
-            folder = self.worker.layout.records(stage.name)
-            writer = self.record_writers[stage.name] = PartWriter(
-                folder, self.worker.layout.shard_stem(self.shard.index)
-            )
-        writer.write(records)
         return table
 
     def _apply(self, stage: Stage, table: pa.Table) -> pa.Table:

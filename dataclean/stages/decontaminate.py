@@ -37,7 +37,7 @@ from dataclean.contamination.ngrams import ngram_hashes
 from dataclean.contamination.removal import cut_spans, token_spans
 from dataclean.errors import ConfigError
 from dataclean.io.layout import CONTAMINATION
-from dataclean.stage import Stage, with_drops, with_records
+from dataclean.stage import Outputs, Records, Stage, with_drops, with_records
 
 Mode = Literal["drop", "remove", "annotate"]
 RECORD = pa.struct([("eval_set", pa.string()), ("eval_item", pa.string()), ("matched_ngrams", pa.int32())])
@@ -48,8 +48,7 @@ class DropContaminated(Stage):
     """Find rows sharing n-grams with the eval sets; drop, cut or mark them (module docstring)."""
 
     name: ClassVar[str] = "decontaminate"
-    records_file: ClassVar[str | None] = CONTAMINATION
-    records_schema: ClassVar[pa.Schema | None] = pa.schema(list(RECORD))
+    outputs: ClassVar[Outputs] = Outputs(records=Records(CONTAMINATION, pa.schema(list(RECORD))))
 
     evals: tuple[str, ...] = ()
     fields: tuple[str, ...] = ()

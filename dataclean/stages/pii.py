@@ -8,7 +8,7 @@ character, Luhn) before they are replaced. The stage never drops a row.
 
 It adds `pii_redacted` (int32: spans replaced in the row) and counts each kind in stats.json
 (`counts`: `email`, `ip`, `phone`, `id_number`, `card`). It runs right after `clean` and is a
-redacting stage (`Stage.redacts`): rows that the reader or `clean` exclude are redacted the same way
+redacting stage (`Outputs.redacts`): rows that the reader or `clean` exclude are redacted the same way
 before they are written to OUT/excluded/, so no file of the run (nor the report's excerpts, which
 are read from those files) holds the personal data.
 
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.stage import Stage, with_column, with_counts
+from dataclean.stage import Outputs, Stage, with_column, with_counts
 from dataclean.text.pii import KINDS, PLACEHOLDERS, Redactor
 
 
@@ -67,7 +67,7 @@ class RedactPersonalData(Stage):
 
     name: ClassVar[str] = "pii"
     provides: ClassVar[tuple[str, ...]] = (C.PII_REDACTED,)
-    redacts: ClassVar[bool] = True
+    outputs: ClassVar[Outputs] = Outputs(redacts=True)
 
     kinds: tuple[str, ...] = KINDS
     email_placeholder: str = PLACEHOLDERS["email"]

@@ -27,10 +27,11 @@ from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.ids import table_text_hashes
 from dataclean.io.files import open_input, read_parquet
+from dataclean.io.layout import QUARANTINED
 from dataclean.quarantine.lists import applied, read_list
 from dataclean.quarantine.match import DOWNWEIGHT, QuarantineIndex, lowered_weights, row_weights
 from dataclean.quarantine.neardup import NearDuplicateIndex
-from dataclean.stage import FitContext, GlobalStage, with_column, with_copies, with_drops
+from dataclean.stage import FitContext, GlobalStage, Outputs, with_column, with_copies, with_drops
 
 
 @dataclass
@@ -43,7 +44,7 @@ class DropQuarantined(GlobalStage):
     """
 
     name: ClassVar[str] = "quarantine"
-    destination: ClassVar[str] = "quarantined"
+    outputs: ClassVar[Outputs] = Outputs(folder=QUARANTINED)
     provides: ClassVar[tuple[str, ...]] = (C.WEIGHT,)
     # An input's `text_hash` (a previous run's OUT/data) saves hashing; an input's `weight` is
     # lowered, never raised.
