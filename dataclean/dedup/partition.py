@@ -25,9 +25,10 @@ import numpy as np
 import pyarrow as pa
 
 from dataclean.dedup.alarms import source_counts
-from dataclean.io.files import atomic_output, open_input, read_parquet, save_array
+from dataclean.io.files import atomic_output, open_input, read_parquet
 
 PAIR_SCHEMA = pa.schema([pa.field("key", pa.uint64()), pa.field("node", pa.int64())])
+EDGE_SCHEMA = pa.schema([pa.field("node", pa.int64()), pa.field("other", pa.int64())])
 # The summary columns a map task reads (a summary written before `source` existed reads it as null).
 _KEYS_SOURCE = pa.schema([pa.field("keys", pa.list_(pa.uint64())), pa.field("source", pa.string())])
 
@@ -96,6 +97,26 @@ def read_partition(paths: list[str], partition: int, schema: pa.Schema) -> pa.Ta
     return pa.Table.from_batches(batches, schema=schema).combine_chunks()
 
 
+def distinct_edges(node: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges sorted by (node, other), each once, without self-loops."""
+    keep = node != other
+    node, other = node[keep], other[keep]
+    order = np.lexsort((other, node))
+    node, other = node[order], other[order]
+    distinct = np.ones(len(node), dtype=bool)
+    distinct[1:] = (node[1:] != node[:-1]) | (other[1:] != other[:-1])
+    return node[distinct], other[distinct]
+
+
+def write_edges(path: str, first: np.ndarray, second: np.ndarray, partitions: int) -> int:
+    """Write undirected edges (first, second) in both directions, filed by node % partitions;
+    returns the directed edges written."""
+    node, other = distinct_edges(np.concatenate([first, second]), np.concatenate([second, first]))
+    table = pa.table({"node": node, "other": other}, schema=EDGE_SCHEMA)
+    write_partitioned(path, table, (node % partitions).astype(np.int64), partitions)
+    return len(node)
+
+
 @dataclass(frozen=True)
 class PartitionKeys:
     """Map task: one summary file -> its (key, node) pairs, hash-partitioned into one IPC file."""
@@ -123,20 +144,24 @@ class PartitionKeys:
 
 @dataclass(frozen=True)
 class ReduceEdges:
-    """Reduce task: partition p of every pair file -> star edges (member, bucket minimum), saved."""
+    """Reduce task: partition p of every pair file -> star edges (member, bucket minimum), saved
+    in both directions and filed by node, as the components' rounds read them
+    (`dataclean.dedup.connect`)."""
 
     pair_files: tuple[str, ...]
     folder: str
+    partitions: int
 
-    def __call__(self, partition: int) -> tuple[str, int, int]:
+    def __call__(self, partition: int) -> tuple[int, int]:
+        """(star edges found, peak memory)."""
         table = read_partition(list(self.pair_files), partition, PAIR_SCHEMA)
         keys = table.column("key").to_numpy()
         nodes = table.column("node").to_numpy()
         del table
         edges = star_edges(keys, nodes)
-        path = posixpath.join(self.folder, f"{partition:05d}.npy")
-        save_array(path, edges)
-        return path, len(edges), peak_memory_bytes()
+        path = posixpath.join(self.folder, f"{partition:05d}.arrow")
+        write_edges(path, edges[:, 0], edges[:, 1], self.partitions)
+        return len(edges), peak_memory_bytes()
 
 
 def star_edges(keys: np.ndarray, nodes: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from dataclean.dedup.alarms import add_counts, merge_largest, source_shares
-from dataclean.dedup.components import Components
+from dataclean.dedup.connect import LabelNodes, Rounds, fingerprint, run_rounds
 from dataclean.dedup.partition import (
     PartitionKeys,
     ReduceEdges,
@@ -40,7 +40,7 @@ from dataclean.dedup.partition import (
 )
 from dataclean.dedup.verify import ClusterCandidates, GatherCandidates
 from dataclean.executors.base import Executor
-from dataclean.io.files import fresh_folder, load_array, make_dirs, parquet_metadata, remove_tree, save_array
+from dataclean.io.files import fresh_folder, make_dirs, parquet_metadata, remove_tree
 
 PARTITION_BYTES = 64 << 20
 
@@ -91,33 +91,6 @@ def _row_bytes(files: Sequence[SourceFile], footers: dict[str, pq.FileMetaData],
     return total / max(rows, 1)
 
 
-def _connect(
-    executor: Executor, reducer: ReduceEdges, partitions: int, nodes: int
-) -> tuple[np.ndarray, int, int]:
-    """Reduce every partition to edges and merge them on the driver as they arrive.
-
-    Returns each node's component label (-1 when alone), the edge count, the peak task memory.
-    """
-    components = Components(nodes)
-    edge_count = 0
-    merged: set[int] = set()
-
-    def merge(index: int, result: tuple[str, int, int]) -> None:
-        nonlocal edge_count
-        path, count, _peak = result
-        if index not in merged:  # merged once, whether or not the executor calls on_result
-            merged.add(index)
-            if count:
-                components.add(load_array(path))
-            edge_count += count
-
-    results = executor.map(reducer, range(partitions), on_result=merge, light=True)
-    for index, result in enumerate(results):
-        merge(index, result)
-    peak = max([0, *(peak for _, _, peak in results)])
-    return components.labels(), edge_count, peak
-
-
 def find_duplicates(
     summaries: Sequence[str],
     scratch: str,
@@ -150,36 +123,49 @@ def find_duplicates(
     nodes = sum(source.rows for source in files)
     workers = executor.workers
 
-    pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
     key_partitions = _partitions(nodes * _row_bytes(files, footers, {"keys"}) * 2, workers)
-    mapper = PartitionKeys(pairs_folder, key_partitions)
-    mapped = executor.map(mapper, files, light=True)
-    pairs = sum(count for count, _, _ in mapped)
-    worker_peak = max([worker_peak, *(peak for _, peak, _ in mapped)])
-    rows_by_source: Counter[str] | None = Counter()
-    for _, _, sources in mapped:
-        rows_by_source = add_counts(rows_by_source, sources)
-    lap("partition")
+    described = [[source.path, source.rows, source.earlier, source.shard] for source in all_files]
+    rounds = Rounds(posixpath.join(scratch, "components"), fingerprint([described, key_partitions]))
+    if rounds.resumed_from is None:
+        pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
+        mapper = PartitionKeys(pairs_folder, key_partitions)
+        mapped = executor.map(mapper, files, light=True)
+        worker_peak = max([worker_peak, *(peak for _, peak, _ in mapped)])
+        by_source: Counter[str] | None = Counter()
+        for _, _, sources in mapped:
+            by_source = add_counts(by_source, sources)
+        lap("partition")
+        reducer = ReduceEdges(
+            tuple(mapper.path(source.index) for source in files), rounds.begin(0), key_partitions
+        )
+        reduced = executor.map(reducer, range(key_partitions), light=True)
+        worker_peak = max([worker_peak, *(peak for _, peak in reduced)])
+        remove_tree(pairs_folder)
+        edges_stats: dict[str, Any] = {
+            "key_pairs": sum(count for count, _, _ in mapped),
+            "edges": sum(count for count, _ in reduced),
+            "rows_by_source": None if by_source is None else dict(by_source),
+        }
+        rounds.finish(0, edges_stats)
+        lap("edges")
+    edges_stats = rounds.stats(0)
+    resumed_from = rounds.resumed_from
+    found_sources = edges_stats["rows_by_source"]
+    rows_by_source = None if found_sources is None else Counter[str](found_sources)
 
-    edges_folder = fresh_folder(posixpath.join(scratch, "edges"))
-    reducer = ReduceEdges(tuple(mapper.path(source.index) for source in files), edges_folder)
-    labels, edge_count, peak = _connect(executor, reducer, key_partitions, nodes)
+    stars, round_count, peak = run_rounds(executor, rounds, key_partitions)
     worker_peak = max(worker_peak, peak)
-    remove_tree(pairs_folder)
-    remove_tree(edges_folder)
-    lap("edges")
-
-    labels_folder = fresh_folder(posixpath.join(scratch, "labels"))
-    gather_sources = []
-    candidates = 0
-    for source in files:
-        part = labels[source.offset : source.offset + source.rows]
-        count = int(np.count_nonzero(part >= 0))
-        if count:
-            save_array(posixpath.join(labels_folder, f"{source.index:06d}.npy"), part)
-            gather_sources.append(source)
-            candidates += count
-    del labels
+    starts = tuple(source.offset for source in all_files)
+    labeller = LabelNodes(stars, fresh_folder(posixpath.join(scratch, "labels")), starts)
+    labelled = executor.map(labeller, range(key_partitions), light=True)
+    worker_peak = max([worker_peak, *(peak for _, peak in labelled)])
+    per_file = np.zeros(len(all_files), dtype=np.int64)
+    for file_counts, _ in labelled:
+        per_file += np.asarray(file_counts, dtype=np.int64)
+    remove_tree(rounds.folder)
+    label_files = tuple(labeller.path(partition) for partition in range(key_partitions))
+    gather_sources = [source for source in files if per_file[source.index] > 0]
+    candidates = int(per_file.sum())
     lap("components")
 
     candidates_folder = fresh_folder(posixpath.join(scratch, "candidates"))
@@ -189,10 +175,10 @@ def find_duplicates(
     make_dirs(decisions_folder)
     row_bytes = _row_bytes(gather_sources, footers, {"id", "exact", "keys", "priority", "sketch"})
     cluster_partitions = _partitions(candidates * row_bytes * 2, workers)
-    gatherer = GatherCandidates(labels_folder, candidates_folder, cluster_partitions)
+    gatherer = GatherCandidates(label_files, candidates_folder, cluster_partitions)
     results = executor.map(gatherer, gather_sources, light=True)
     worker_peak = max([worker_peak, *(peak for _, peak in results)])
-    remove_tree(labels_folder)
+    remove_tree(labeller.folder)
     lap("gather")
 
     clusterer = ClusterCandidates(
@@ -220,8 +206,10 @@ def find_duplicates(
 
     stats = {
         "rows": nodes,
-        "key_pairs": pairs,
-        "edges": edge_count,
+        "key_pairs": edges_stats["key_pairs"],
+        "edges": edges_stats["edges"],
+        "component_rounds": round_count,
+        "resumed_from_round": resumed_from,
         "partitions": [key_partitions, cluster_partitions],
         "candidates": candidates,
         "kept_in_clusters": counts.get("kept", 0),

@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean.dedup.alarms import largest_clusters, source_counts
+from dataclean.dedup.connect import load_labels
 from dataclean.dedup.partition import (
     SourceFile,
     flat_lists,
@@ -66,7 +67,7 @@ from dataclean.dedup.sets import (
     table_bits,
 )
 from dataclean.dedup.summary import SUMMARY_SCHEMA
-from dataclean.io.files import load_array, read_parquet
+from dataclean.io.files import read_parquet
 
 CANDIDATE_SCHEMA = pa.schema(
     [
@@ -96,9 +97,10 @@ KIND_NAMES = {KEPT: "kept", EXACT: "exact_of", NEAR: "near_duplicate_of"}
 
 @dataclass(frozen=True)
 class GatherCandidates:
-    """Map task: the candidate rows of one summary file, hash-partitioned by component root."""
+    """Map task: the candidate rows of one summary file, hash-partitioned by component root.
+    `label_files` are the components' labels, filed by summary file (`dataclean.dedup.connect`)."""
 
-    labels_folder: str
+    label_files: tuple[str, ...]
     folder: str
     partitions: int
 
@@ -106,7 +108,7 @@ class GatherCandidates:
         return posixpath.join(self.folder, f"{index:06d}.arrow")
 
     def __call__(self, source: SourceFile) -> tuple[int, int]:
-        labels = load_array(posixpath.join(self.labels_folder, f"{source.index:06d}.npy"))
+        labels = load_labels(self.label_files, source.index, source.offset, source.rows)
         rows = np.flatnonzero(labels >= 0)
         summary = read_parquet(source.path, schema=SUMMARY_SCHEMA).take(pa.array(rows))
         roots = labels[rows]
