@@ -75,6 +75,9 @@ class Stage(ABC):
     # columns depend on its parameters overrides `required_columns` / `provided_columns`.
     requires: ClassVar[tuple[str, ...]] = ()
     provides: ClassVar[tuple[str, ...]] = ()
+    # It may return more rows than it got (split: a long document becomes several chunks, ids
+    # `{parent_id}#{k}`): the run counts them as rows added, and the report shows the lengths.
+    adds_rows: ClassVar[bool] = False
     # Columns it reads when a batch has them and does without otherwise (dedup shingles by `lang`
     # when a language stage ran): planning checks no stage after it provides one.
     reads_if_present: ClassVar[tuple[str, ...]] = ()

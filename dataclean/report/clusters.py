@@ -82,7 +82,8 @@ def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
     for table in tables(output.files[DATA], [C.DUP_CLUSTER]):
         column = table.column(C.DUP_CLUSTER)
         summary.kept_with_cluster += len(column) - column.null_count
-    if not partial and not output.ran("dedup"):
+    deduplicator = output.producer(C.DUP_CLUSTER)
+    if not partial and deduplicator is None:
         return None
     if partial:
         counts = pa.concat_tables(partial).group_by(["target", "kind"]).aggregate([("count_all", "sum")])
@@ -110,13 +111,10 @@ def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
             Cluster(str(target), int(e), int(n))
             for target, e, n in zip(*(top.column(i).to_pylist() for i in range(3)), strict=True)
         ]
-    fit = next(
-        (stage.get("fit") or {} for stage in output.stats.get("stages", []) if stage.get("stage") == "dedup"),
-        {},
-    )
+    fit = output.stage_stats(deduplicator).get("fit") or {}
     summary.members = {cluster["kept"]: cluster["members"] for cluster in fit.get("largest_clusters", [])}
     summary.source_shares = fit.get("source_shares")
     summary.warnings = list(fit.get("warnings", []))
-    threshold = output.stage_params("dedup").get("threshold")
+    threshold = output.stage_params(deduplicator).get("threshold")
     summary.threshold = float(threshold) if isinstance(threshold, (int, float)) else None
     return summary

@@ -58,8 +58,9 @@ def length_summary(output: Output, max_rows: int = 500_000) -> LengthSummary | N
         documents = pa.concat_tables(partial).group_by(C.PARENT_ID).aggregate([(f"{LENGTH}_sum", "sum")])
         summary.documents.add(np.asarray(documents.column(f"{LENGTH}_sum_sum").to_numpy()))
         summary.split_documents = documents.num_rows
-    if not summary.chunks and not output.ran("split"):
+    splitter = output.row_adder()
+    if not summary.chunks and splitter is None:
         return None
-    budget = output.stage_params("split").get("max_chars")
+    budget = output.stage_params(splitter).get("max_chars")
     summary.budget = float(budget) if isinstance(budget, (int, float)) else None
     return summary

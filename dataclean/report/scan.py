@@ -42,16 +42,30 @@ class Output:
             names.update(_schema(path).names)
         return names
 
-    def stage_params(self, stage: str) -> dict[str, Any]:
+    def stage_params(self, stage: str | None) -> dict[str, Any]:
         """The manifest's parameters of `stage` ({} when the run did not have that stage)."""
         for entry in self.manifest.get("config", {}).get("stages", []):
             if isinstance(entry, dict) and entry.get("stage") == stage:
                 return dict(entry.get("params") or {})
         return {}
 
-    def ran(self, stage: str) -> bool:
-        """Whether the run's stats show `stage`."""
-        return any(row.get("stage") == stage for row in self.stats.get("stages", []))
+    def stage_stats(self, stage: str | None) -> dict[str, Any]:
+        """The stats of `stage` ({} when the run did not have that stage)."""
+        found = (row for row in self.stats.get("stages", []) if row.get("stage") == stage)
+        return dict(next(found, {}))
+
+    def producer(self, column: str) -> str | None:
+        """The name of the stage that provided `column` in this run, by what the stages declared
+        (the manifest's `declared`): the report finds a section's stage by its columns, whatever
+        a recipe calls it. None when no stage did."""
+        for entry in self.manifest.get("declared", []):
+            if column in entry.get("provides", []):
+                return str(entry["stage"])
+        return None
+
+    def row_adder(self) -> str | None:
+        """The name of the stage that adds rows (splits documents), by its declaration."""
+        return next((str(e["stage"]) for e in self.manifest.get("declared", []) if e.get("adds_rows")), None)
 
 
 def load_output(root: str) -> Output:

@@ -133,6 +133,26 @@ def describe(stages: Sequence[Stage]) -> list[dict[str, Any]]:
     ]
 
 
+def declared(stages: Sequence[Stage]) -> list[dict[str, Any]]:
+    """What each stage declares of its columns and outputs (for the manifest, apart from the
+    config and its hash): the report finds its sections by these, never by a stage's name."""
+    described = []
+    for stage in stages:
+        records = stage.outputs.records
+        described.append(
+            {
+                "stage": stage.name,
+                "requires": list(stage.required_columns()),
+                "reads_if_present": list(stage.optional_columns()),
+                "provides": list(stage.provided_columns()),
+                "folder": stage.outputs.folder,
+                "records": records.file if records is not None else None,
+                "adds_rows": stage.adds_rows,
+            }
+        )
+    return described
+
+
 def config_hash(config: dict[str, Any]) -> str:
     """Stable hash of a JSON-ready config (sorted keys), recorded in the manifest."""
     blob = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()

@@ -28,9 +28,10 @@ from dataclean.io.layout import Layout
 from dataclean.io.readers import ReadOptions
 from dataclean.io.shards import discover
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
-from dataclean.run.config import config_hash, describe
+from dataclean.run.config import config_hash, declared, describe
 from dataclean.run.kernel_cache import kernels_cached, mark_kernels_cached
-from dataclean.run.kernels import compile_estimate, compile_kernels, kernel_stages
+from dataclean.run.kernels import compile_estimate, compile_kernels, kernel_stages, leave_in_background
+from dataclean.run.node_kernels import NodeKernels
 from dataclean.run.output import (
     clear_output,
     merge_records,
@@ -89,6 +90,7 @@ def run_pipeline(
         "dataclean_version": dataclean.__version__,
         "config": config,
         "config_hash": config_hash(config),
+        "declared": declared(stages),
         "inputs": [{"uri": s.uri, "name": s.name, "size": s.size, "mtime": s.mtime} for s in shards],
         "complete": False,
     }
@@ -107,7 +109,7 @@ def run_pipeline(
     write_json(layout.manifest, manifest)
     for stage in stages:  # before they are shipped to the workers (Stage.prepare)
         stage.prepare(f"{layout.work}/prepare-{stage.name}")
-    _compile(stages, executor, progress)
+    nodes = _compile(stages, executor, progress)
 
     redactor, unredacted = redaction(list(stages))
     all_stats: list[dict[str, Any]] = []
@@ -146,6 +148,8 @@ def run_pipeline(
             if returned:
                 fit_stats[group.observer.name] = dict(returned)
 
+    if nodes is not None:
+        nodes.close()  # (a run that fails leaves it watching until the executor closes)
     progress.step("writing stats")
     for stage in stages:
         if stage.outputs.records is not None:
@@ -164,11 +168,19 @@ def run_pipeline(
     return stats
 
 
-def _compile(stages: Sequence[Stage], executor: Executor, progress: RunProgress) -> None:
-    """`compile_kernels`, saying so on a first run (with about how long), silent on a warm one."""
+def _compile(stages: Sequence[Stage], executor: Executor, progress: RunProgress) -> NodeKernels | None:
+    """`compile_kernels`, saying so on a first run (with about how long), silent on a warm one.
+    On a cluster each node has a cache of its own: each is asked and prepared (`NodeKernels`,
+    returned to be closed when the run ends), and the driver's own cache is left to the kernels
+    it compiles for its fits."""
     kinds = [type(stage) for stage in kernel_stages(stages)]
     if not kinds:
-        return
+        return None
+    if executor.nodes():
+        leave_in_background(stages)  # the driver's fits load them when they need them
+        nodes = NodeKernels(stages, executor, progress)
+        nodes.start()
+        return nodes
     cached = kernels_cached(kinds)
     if not cached:
         estimate = compile_estimate(stages, executor.workers)
@@ -178,6 +190,7 @@ def _compile(stages: Sequence[Stage], executor: Executor, progress: RunProgress)
     compile_kernels(stages, executor, cached)  # each kernel once, on the workers (dataclean.run.kernels)
     if not cached:
         mark_kernels_cached(kinds)
+    return None
 
 
 def _group_label(group: Group) -> str:

@@ -74,6 +74,7 @@ class SplitLongDocuments(Stage):
     """
 
     name: ClassVar[str] = "split"
+    adds_rows: ClassVar[bool] = True  # a long document becomes several chunks
     # Cuts rows into chunks: new `id`s, `parent_id` the document's (the reader's columns), no new column.
     max_chars: int | None = 2000
     max_tokens: int | None = None

@@ -159,6 +159,12 @@ def make_synthetic_output(root: Path) -> dict[str, Any]:
             ],
         },
         "config_hash": "synthetic",
+        # What the stages declared (`dataclean.run.config.declared`): the report finds its sections by it.
+        "declared": [
+            {"stage": "dedup", "provides": ["dup_cluster", "dup_jaccard"], "adds_rows": False},
+            {"stage": "split", "provides": [], "adds_rows": True},
+            {"stage": "perplexity_filter", "provides": ["ppl_bucket"], "adds_rows": False},
+        ],
         "inputs": [{"uri": "synthetic.parquet", "name": "synthetic.parquet", "size": 1000, "mtime": 0}],
         "complete": True,
     }
