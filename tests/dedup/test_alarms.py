@@ -21,7 +21,9 @@ def boilerplate_corpus() -> pa.Table:
     """Source "forum": 40 rows, 30 of them one boilerplate text in other case and spacing;
     source "books": 40 distinct paragraphs; 10 rows with no source."""
     rng = random.Random(4)
-    ids, texts, sources = [], [], []
+    ids: list[str] = []
+    texts: list[str] = []
+    sources: list[str | None] = []
     boilerplate = ENGLISH[0]
     for number in range(40):
         ids.append(f"forum{number:02d}")

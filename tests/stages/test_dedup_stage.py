@@ -140,7 +140,9 @@ def test_exact_duplicates_across_shards_keep_the_smallest_id(tmp_path: Path) -> 
 
 def test_chinese_near_duplicates_by_character_shingles(tmp_path: Path) -> None:
     rng = random.Random(2)
-    ids, texts, langs = [], [], []
+    ids: list[str] = []
+    texts: list[str] = []
+    langs: list[str | None] = []
     for number, text in enumerate(CHINESE[:20]):
         ids.append(f"zh-{number:02d}")
         texts.append(text)
