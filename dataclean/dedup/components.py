@@ -1,4 +1,8 @@
-"""Connected components of the candidate graph: union-find over dense integer nodes, on the driver.
+"""Connected components of an edge list in one process: union-find over dense integer nodes.
+
+The fit used to merge its edges here, on the driver (9 bytes per row); it now runs large-star /
+small-star rounds on the executor (`dataclean.dedup.connect`). This stays as the reference the
+tests check those rounds against.
 
 Memory: 8 bytes per node (one int64 parent array, reused for the labels) plus 1 byte per node
 while labelling, plus the edges of one partition at a time;

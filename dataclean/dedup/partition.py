@@ -5,11 +5,12 @@ task per summary file (`PartitionKeys`) writes one Arrow IPC file whose record b
 (key, node) pairs with key % partitions == p; a reduce task per partition (`ReduceEdges`) reads
 batch p of every file, sorts by (key, node) and turns each bucket of equal keys into star edges
 from every member to the bucket's smallest node, which connect the same components as all pairs
-(k - 1 edges per bucket instead of k(k - 1)/2). Files, not Ray's object store or Ray Data's
-groupby: on this machine those were 2-8x slower and spilled (docs/measurements.md). They live in the fit's
-scratch folder on whatever filesystem the output is on (`dataclean.io.files`); a reduce task
-reads one record batch of each file, which is a ranged read on an object store and a memory map
-on a local disk.
+(k - 1 edges per bucket instead of k(k - 1)/2), written in both directions and filed by node
+(`write_edges`) for the components' rounds (`dataclean.dedup.connect`). Files, not Ray's object
+store or Ray Data's groupby: on this machine those were 2-8x slower and spilled
+(docs/measurements.md). They live in the fit's scratch folder on whatever filesystem the output
+is on (`dataclean.io.files`); a reduce task reads one record batch of each file, which is a
+ranged read on an object store and a memory map on a local disk.
 
 Memory per task: a map task holds one file's pairs twice (16 B x rows x keys per row); a reduce
 task holds its partition (16 B x all pairs / partitions) plus a sort permutation.

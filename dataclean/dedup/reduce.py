@@ -1,19 +1,22 @@
 """The distributed reduce behind `DropDuplicates.fit`: summaries in, decision files out.
 
-Steps (each map runs on the executor; only the union-find runs on the driver):
+Steps (every one a map on the executor; the driver only sums what the tasks return):
 1. `PartitionKeys` per summary file: (key, node) pairs into a hash-partitioned file.
-2. `ReduceEdges` per partition: star edges; the driver merges them into a union-find as each
-   partition finishes (`Components`), then writes each file's component labels.
-3. `GatherCandidates` per summary file with candidates: their rows, partitioned by component.
-4. `ClusterCandidates` per partition: exact and verified near decisions, saved filed by input
+2. `ReduceEdges` per partition: star edges, filed by node in both directions.
+3. Components (`dataclean.dedup.connect`): large-star / small-star rounds, a map over the edge
+   partitions each, persisted so a restarted fit resumes after the last complete round; then
+   `LabelNodes`: each node's component root, filed by summary file.
+4. `GatherCandidates` per summary file with candidates: their rows, partitioned by component.
+5. `ClusterCandidates` per partition: exact and verified near decisions, saved filed by input
    shard (one Arrow file per partition, one record batch per shard).
 
 Intermediate files go to the scratch folder, a path or URI on any filesystem pyarrow supports
 (`dataclean.io.files`), so the driver and the workers need no shared local disk.
 
-Memory bounds: the driver holds 9 bytes per summary row (union-find and labels) plus one
-partition's edges; a worker holds one summary file's columns or one partition, whichever is
-larger, and applying the decisions, one shard's. Partition counts are chosen so a partition is
+Memory bounds: the driver holds nothing per row (per task a few counts, per summary file its
+candidate count, the largest clusters, per-source counts up to `alarms.MAX_SOURCES`); a worker
+holds one summary file's columns or one partition, whichever is larger, and applying the
+decisions, one shard's. Partition counts are chosen so a partition is
 about `PARTITION_BYTES`.
 """
 
@@ -103,7 +106,7 @@ def find_duplicates(
     earlier: Sequence[str] = (),
     shards: Sequence[int] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Run steps 1-4 over summary files; returns the decisions folder and statistics.
+    """Run steps 1-5 over summary files; returns the decisions folder and statistics.
 
     With `shards` (the input shard of each summary file), the decisions are filed by shard, so
     applying them to one shard reads only that shard's (`Decisions.load`); without, in one lot.

@@ -2,9 +2,9 @@
 
 A global stage. `observe` summarizes every row (exact hash of its normalized text, LSH band keys,
 keep priority, shingle hashes) with compiled kernels over whole batches; `fit` groups the keys
-of all shards with hash-partitioned files on the executor, joins candidates with a union-find
-on the driver and decides each candidate cluster on the workers (`dataclean.dedup`); `__call__`
-marks the decided rows.
+of all shards with hash-partitioned files on the executor, joins candidates into components in
+large-star / small-star rounds, also on the executor, and decides each candidate cluster on the
+workers (`dataclean.dedup`); `__call__` marks the decided rows.
 
 Drops `exact_of:<kept id>` (same normalized text: case, width, punctuation, digits and
 whitespace folded as `fold` says) and `near_duplicate_of:<kept id>` (Jaccard similarity of word
@@ -27,7 +27,7 @@ Bands and rows default to datasketch's optimizer weighted 49:1 towards recall
 (`dataclean.dedup.lsh`); near-dedup practice: Broder 1997, Lee et al. 2022 ("Deduplicating
 training data makes language models better"), threshold 0.7 as in data-juicer and text-dedup.
 
-Memory: observe holds one batch; fit's driver 9 bytes per row; each fit task one summary file
+Memory: observe holds one batch; fit's driver nothing per row; each fit task one summary file
 or one partition (`dataclean.dedup.reduce`); __call__ the decided rows of the shard it applies
 to, filed by shard (`dataclean.dedup.decisions`), so no process holds the corpus's decisions.
 """

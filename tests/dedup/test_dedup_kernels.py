@@ -146,7 +146,7 @@ def test_jaccard_estimate_is_close_to_the_true_jaccard() -> None:
         normalized = Normalized(pair)
         sig, _, _ = signatures(normalized.data, normalized.offsets, normalized.modes(), 5, 256, 1)
         estimate = float(np.mean(sig[0] == sig[1]))
-        truth = _true_jaccard(*pair)
+        truth = _true_jaccard(pair[0], pair[1])
         assert abs(estimate - truth) < 0.15
         errors.append(abs(estimate - truth))
     assert np.mean(errors) < 0.04

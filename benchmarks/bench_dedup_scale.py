@@ -1,0 +1,89 @@
+"""Dedup alone at growing sizes: wall time, driver and largest-worker memory, rounds.
+
+    python benchmarks/bench_dedup_scale.py [--sizes 100000 300000 1000000] [--shards 16]
+                                           [--work /tmp/dataclean-scale] [--data PATH]
+
+Corpora: bench_scale's (short documents of 1-4 real sentences, 8% exact and 8% near copies, 16
+Parquet shards; cached per size under --work, shared with bench_scale). Each size is one
+`dataclean run CORPUS -o OUT --only dedup --workers 2` (embedded Ray) in a fresh process, timed
+from launch to exit, memory of the driver and of every Ray worker sampled every 0.5 s
+(`bench_scale.run_measured`). Also from stats.json's dedup `fit` entry: the fit's seconds by
+step, the connected-components rounds, candidates, and the peak memory the fit's tasks and the
+driver report (VmHWM). Growth exponents are the least-squares slope of log value against log
+documents (1.0 is linear; memory flat is 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import corpus as data
+from benchmarks.bench_scale import corpus_for, growth, run_config
+
+
+def run_size(work: Path, docs: int, shards: int) -> dict[str, Any]:
+    corpus = corpus_for(work, docs, shards)
+    out = work / "out-dedup-scale"
+    result = run_config(corpus, out, "ray", 2, extra=("--only", "dedup"))
+    stats = json.loads((out / "stats.json").read_text())
+    fit = next(stage for stage in stats["stages"] if stage["stage"] == "dedup").get("fit", {})
+    result.update(
+        {
+            "load": os.getloadavg()[0],
+            "fit_seconds": fit.get("seconds"),
+            "component_rounds": fit.get("component_rounds"),
+            "candidates": fit.get("candidates"),
+            "dropped": fit.get("exact_of", 0) + fit.get("near_duplicate_of", 0),
+            "fit_task_peak_mb": fit.get("peak_worker_bytes", 0) / 1e6,
+            "fit_driver_peak_mb": fit.get("peak_driver_bytes", 0) / 1e6,
+        }
+    )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/dataclean-scale"))
+    parser.add_argument("--json", type=Path, help="write the results here")
+    data.add_data_argument(parser)
+    args = parser.parse_args()
+    data.use_data(args.data, args.generated)
+    header = f"{'docs':>10} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} {'worker MB':>9} {'rounds':>6}"
+    print(header + "  fit seconds by step", flush=True)
+    runs = []
+    for docs in args.sizes:
+        result = run_size(args.work, docs, args.shards)
+        runs.append(result)
+        print(
+            f"{result['rows_in']:>10,} {result['seconds']:8.1f} "
+            f"{result['rows_in'] / result['seconds']:9,.0f} "
+            f"{result['driver_mb']:9,.0f} {result['worker_mb']:9,.0f} {result['component_rounds']:>6}  "
+            f"{result['fit_seconds']} (load {result['load']:.1f})",
+            flush=True,
+        )
+    exponents = {}
+    if len(runs) > 1:
+        exponents = {
+            "seconds": growth([(r["rows_in"], r["seconds"]) for r in runs]),
+            "driver MB": growth([(r["rows_in"], r["driver_mb"]) for r in runs]),
+            "worker MB": growth([(r["rows_in"], r["worker_mb"]) for r in runs]),
+        }
+        for name, value in exponents.items():
+            print(f"growth exponent, {name}: {value:.2f}")
+    report = {"runs": runs, "exponents": exponents}
+    (args.json or args.work / "dedup-scale.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
