@@ -96,11 +96,13 @@ class DiagnosisRules:
     `grad_rise`, `grad_z`: how far above its baseline the recent grad norm must be (ratio of the
     medians, and robust z against the baseline's median/MAD). `grad_jump`: ratio of the spike
     step's grad norm to the baseline. `scale_window`: steps either side of the spike in which a
-    falling loss scale counts. `blame_z`, `blame_ratio`, `blame_share`: the floor a blamed sample
-    must clear (robust z and times the median of the clean part of its batch) and the ceiling, a
-    share of the batch (`dataclean.feedback.blame`). `batch_normal`: a median of the rest of a
-    batch up to this many times the recent level is normal (and the band when a spike carries
-    none). `lr_peak`: fraction of the peak lr that counts as at the peak.
+    falling loss scale counts. `blame_quantile`: the floor a blamed sample must clear, as a
+    quantile of the per-sample losses of the steps before the spike; `blame_z`, `blame_ratio`:
+    the floor without them (robust z and times the median of the samples below it in its batch);
+    `blame_share`: the ceiling, a share of the batch (`dataclean.feedback.blame`).
+    `batch_normal`: a median of the rest of a batch up to this many times the recent level is
+    normal (and the band when a spike carries none). `lr_peak`: fraction of the peak lr that
+    counts as at the peak.
     """
 
     lookback: int = 10
@@ -112,7 +114,8 @@ class DiagnosisRules:
     scale_window: int = 2
     blame_z: float = 3.5
     blame_ratio: float = 1.5
-    blame_share: float = 0.5
+    blame_share: float = 0.6
+    blame_quantile: float = 0.99
     batch_normal: float = 1.5
     lr_peak: float = 0.9
 
@@ -197,9 +200,11 @@ def diagnose(
     steps: pa.Table,
     batch: pa.Table | None,
     rules: DiagnosisRules | None = None,
+    recent: np.ndarray | None = None,
 ) -> Spike:
     """Diagnose one spike from the step log (`steps`, sorted by step) and its batch's rows of the
-    per-sample loss log (`batch`, or None when that step has no per-sample losses)."""
+    per-sample loss log (`batch`, or None when that step has no per-sample losses); `recent`: the
+    per-sample losses of the steps before it (the blame's floor; None: judged within the batch)."""
     rules = rules or DiagnosisRules()
     spike = Spike(step=event.step, loss=event.loss, level=event.level, diagnosis="unknown")
     evidence = spike.evidence
@@ -270,7 +275,15 @@ def diagnose(
         normal = rules.batch_normal * event.level
         target = event.band if math.isfinite(event.band) else normal
         blame = blame_samples(
-            ids, losses, event.level, target, rules.blame_z, rules.blame_ratio, rules.blame_share
+            ids,
+            losses,
+            event.level,
+            target,
+            recent,
+            z=rules.blame_z,
+            ratio=rules.blame_ratio,
+            share=rules.blame_share,
+            quantile=rules.blame_quantile,
         )
         if not math.isfinite(event.loss) and finite.any() and not finite.all():
             # A non-finite step loss is explained by the non-finite samples alone: the rest need
@@ -284,7 +297,7 @@ def diagnose(
             top = float(np.nanmax(np.where(finite, losses, np.nan))) if finite.any() else math.nan
             evidence.append(
                 f"{len(blame.sample_ids)} of {len(ids)} samples listed (up to {_fmt(top)}; each at least "
-                f"{_fmt(blame.floor)}, above the clean part's median {_fmt(blame.reference)}); without "
+                f"{_fmt(blame.floor)}; the others' median {_fmt(blame.reference)}); without "
                 f"them the batch averages {_fmt(blame.rest_mean)}, inside the pre-spike band "
                 f"(<= {_fmt(blame.target)})"
             )

@@ -44,6 +44,7 @@ import json
 import logging
 import math
 import os
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -235,6 +236,9 @@ class TrainingGuard:
         self.checkpoints: list[tuple[int, str]] = []
         self.stopped: Verdict | None = None
         self._history = _StepHistory(history)
+        # The per-sample losses of the detector's window of steps: the clean spread a spike's
+        # samples are blamed against (`blame`).
+        self._recent: deque[np.ndarray] = deque(maxlen=self.monitor.window)
         self.loss_log = LossLogWriter(self.folder / "losses", rank=rank) if log else None
         self.step_log = StepLogWriter(self.folder / "steps", rank=rank) if log else None
 
@@ -310,6 +314,8 @@ class TrainingGuard:
         self._history.add(step, loss_value, rate, grad, scale)
         event = self.monitor.update(step, loss_value, sample_ids, lr=rate, grad_norm=grad, loss_scale=scale)
         if event is None:
+            if per_sample is not None:
+                self._recent.append(per_sample)
             verdict = Verdict(step=step)
             decision = self.playbook.recovery.observe(step, loss_value)
         else:
@@ -365,7 +371,8 @@ class TrainingGuard:
         if scaler is not None and scale is not None and grad is not None and not math.isfinite(grad):
             # The scaler found inf/nan gradients: its update() lowers the scale after this step.
             extra.append((step + 1, math.nan, math.nan, math.nan, scale * scaler.get_backoff_factor()))
-        spike = diagnose(event, self._history.table(extra), batch, self.rules)
+        recent = np.concatenate(list(self._recent)) if self._recent else None
+        spike = diagnose(event, self._history.table(extra), batch, self.rules, recent)
         chosen = self.actions.get(spike.diagnosis, "log")
         blamed = spike.sample_ids if spike.diagnosis == "data" else []
         hashes = self._text_hashes(blamed, event.sample_ids, texts) if blamed else {}

@@ -57,7 +57,7 @@ def worker(rank: int, folder: str, port: int) -> None:
             "unchanged": all(torch.equal(a, b) for a, b in zip(before, after, strict=True)),
             "after": after,
             "skip": verdict.skip,
-            "incidents": [(i.step, i.diagnosis, i.blamed) for i in guard.incidents],
+            "incidents": [(i.step, i.diagnosis, sorted(i.blamed)) for i in guard.incidents],  # loss order
         },
         f"{folder}/rank{rank}.pt",
     )

@@ -1,6 +1,7 @@
 """A tiny real training run on the CPU for the playbook's tests, in process or as a script.
 
-The model (an embedding and a linear layer) learns a small synthetic language: each token is the
+The model (an embedding and a linear layer: a bigram model) learns a small synthetic language
+(or, given `data=`, real text as bytes: `byte_corpus`): each token is the
 previous one plus 1 or 2, mod 32. Garbage samples (random tokens) are planted at chosen slots of
 chosen steps' batches (`plan`: step -> number of garbage samples in that batch), so a batch with
 four of them jumps about 4x while its other samples stay normal, and a batch with one is only a
@@ -48,19 +49,49 @@ def schedule(step: int) -> float:
     return 1.0 - 0.6 * min(step, TOTAL) / TOTAL
 
 
-def corpus(plan: dict[int, int]) -> tuple[list[str], np.ndarray]:
-    """Ids and token rows in the order the (unshuffled) sampler draws them."""
-    rng = np.random.default_rng(0)
+CORRUPTIONS = ("random", "run", "reversed", "shifted")  # kinds of garbage, in turn when mixed
+
+
+def corrupt(kind: str, rng: np.random.Generator) -> np.ndarray:
+    """A garbage row of one kind: random tokens (random bytes), one token repeated (a junk run),
+    the language backwards (each token the previous one minus 1 or 2: text read the wrong way),
+    or the language with every other token replaced (mojibake: the structure half survives)."""
+    if kind == "random":
+        return rng.integers(0, VOCAB, LENGTH + 1)
+    if kind == "run":
+        return np.full(LENGTH + 1, rng.integers(0, VOCAB))
+    steps = np.concatenate([[0], np.cumsum(1 + rng.integers(0, 2, LENGTH))])
+    if kind == "reversed":
+        return (rng.integers(0, VOCAB) - steps) % VOCAB
+    row = (rng.integers(0, VOCAB) + steps) % VOCAB
+    row[1::2] = rng.integers(0, VOCAB, len(row[1::2]))
+    return row
+
+
+def slots(count: int, batch: int = BATCH, seed: int = 0) -> list[int]:
+    """Where a batch's `count` garbage samples go: `SLOTS` for the default batch and seed 0,
+    otherwise positions drawn with `seed`."""
+    if batch == BATCH and seed == 0 and count <= len(SLOTS):
+        return sorted(SLOTS[:count])
+    return sorted(int(k) for k in np.random.default_rng(seed + 1000).choice(batch, count, replace=False))
+
+
+def corpus(
+    plan: dict[int, int], batch: int = BATCH, seed: int = 0, kinds: tuple[str, ...] = ("random",)
+) -> tuple[list[str], np.ndarray]:
+    """Ids and token rows in the order the (unshuffled) sampler draws them; the garbage rows of
+    each planted batch take the `kinds` in turn."""
+    rng = np.random.default_rng(seed)
     starts = rng.integers(0, VOCAB, CLEAN)
     steps = np.cumsum(1 + rng.integers(0, 2, (CLEAN, LENGTH)), axis=1)
     clean = (starts[:, None] + np.concatenate([np.zeros((CLEAN, 1), int), steps], axis=1)) % VOCAB
     ids = [f"s{k:04d}" for k in range(CLEAN)]
     rows = list(clean)
     for step in sorted(plan):
-        for slot in sorted(SLOTS[: plan[step]]):
-            position = step * BATCH + slot
+        for k, slot in enumerate(slots(plan[step], batch, seed)):
+            position = step * batch + slot
             ids.insert(position, f"junk-{step}-{slot}")
-            rows.insert(position, rng.integers(0, VOCAB, LENGTH + 1))
+            rows.insert(position, corrupt(kinds[k % len(kinds)], rng))
     return ids, np.stack(rows)
 
 
@@ -80,24 +111,34 @@ class TinyRun:
         playbook: Playbook | None = None,
         checkpoint_every: int = 10,
         guard_list: Path | None = None,
+        batch: int = BATCH,
+        seed: int = 0,
+        kinds: tuple[str, ...] = ("random",),
+        data: tuple[list[str], np.ndarray, dict[str, str]] | None = None,
+        vocab: int = VOCAB,
+        lr: float = BASE_LR,
+        monitor: SpikeMonitor | None = None,
     ) -> None:
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         self.folder = Path(folder)
-        self.ids, rows = corpus(plan)
-        self.texts = {i: text_of(r) for i, r in zip(self.ids, rows, strict=True)}
-        self.model = torch.nn.Sequential(torch.nn.Embedding(VOCAB, 32), torch.nn.Linear(32, VOCAB))
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=BASE_LR)
+        if data is None:
+            self.ids, rows = corpus(plan, batch, seed, kinds)
+            self.texts = {i: text_of(r) for i, r in zip(self.ids, rows, strict=True)}
+        else:  # given rows (e.g. real text as bytes) with their texts
+            self.ids, rows, self.texts = data
+        self.model = torch.nn.Sequential(torch.nn.Embedding(vocab, 32), torch.nn.Linear(32, vocab))
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
         items = [{"sample_id": i, "tokens": r} for i, r in zip(self.ids, rows, strict=True)]
         self.view = DatasetQuarantine(self.ids, self.folder / "quarantine.parquet")
         self.dataset = QuarantinedDataset(items, self.view)
         self.sampler = self.dataset.sampler(shuffle=False)
-        self.loader = torch.utils.data.DataLoader(self.dataset, batch_size=BATCH, sampler=self.sampler)
+        self.loader = torch.utils.data.DataLoader(self.dataset, batch_size=batch, sampler=self.sampler)
         self.state = TrainingState(self.model, self.optimizer, self.scheduler, self.sampler)
         self.guard = TrainingGuard(
             self.folder,
             action=action,
-            monitor=SpikeMonitor(window=20, warmup=15, min_ratio=1.5),
+            monitor=monitor or SpikeMonitor(window=20, warmup=15, min_ratio=1.5),
             state=self.state,
             playbook=playbook,
             quarantine=guard_list,
@@ -105,6 +146,7 @@ class TinyRun:
         self.checkpoint_every = checkpoint_every
         self.step = 0
         self.drawn: list[tuple[int, list[str]]] = []
+        self.losses: dict[int, dict[str, float]] = {}  # step -> the batch's per-sample losses
         self.lrs: list[tuple[int, float]] = []
         self.verdicts: list[Any] = []
         self.checkpoints: dict[int, Path] = {}
@@ -124,6 +166,7 @@ class TinyRun:
                 tokens = batch["tokens"]
                 losses = per_sample_loss(self.model(tokens[:, :-1]), tokens[:, 1:])
                 loss = (losses * batch["weight"]).sum() / batch["weight"].sum()
+                self.losses[self.step] = dict(zip(ids, losses.tolist(), strict=True))
                 self.optimizer.zero_grad()
                 loss.backward()
                 texts = [self.texts[i] for i in ids]

@@ -141,11 +141,14 @@ def analyze(
         monitor,
     )
     by_step = table.column(C.STEP)
+    step_values = pc.fill_null(by_step, -1).to_numpy(zero_copy_only=False)
+    calm = ~np.isin(step_values, [e.step for e in events])  # rows of steps that did not spike
     spikes = []
     batches: dict[int, pa.Table] = {}
     for event in events:
         batch = table.filter(pc.equal(by_step, event.step)) if table.num_rows else None
-        spike = diagnose(event, series, batch, settings.rules)
+        window = calm & (step_values < event.step) & (step_values >= event.step - settings.spike_window)
+        spike = diagnose(event, series, batch, settings.rules, loss_values[window])
         spikes.append(spike)
         if batch is not None and batch.num_rows:
             batches[spike.step] = batch
