@@ -30,8 +30,9 @@ Every decision (watch, recovered, rollback, stop, the lr ramp) is a line of inci
 for the dropped update, as Hugging Face's Trainer and Megatron-LM do for an update the fp16 loss
 scaler skipped: the guard puts back the scheduler's state (`scheduler=` or `state.scheduler`) at
 the next `check`, so the schedule counts updates, not batches. Blamed samples are listed with
-their `text_hash` whenever it can be known: the batch's `texts=`, a `view=` (or the state's
-sampler's view) with hashes, or the cleaned `corpus=` the ids come from.
+their `text_hash` and `text` whenever they can be known: the batch's `texts=`, a `view=` (or the
+state's sampler's view) with texts or hashes, or the cleaned `corpus=` the ids come from (a
+listed text lets the next run find its near-duplicates even under other ids).
 
 With `log=True` (default) the guard also writes the per-sample loss log and the step log
 (FOLDER/losses, FOLDER/steps), so `dataclean feedback` and `dataclean feedback replay` read the
@@ -375,8 +376,8 @@ class TrainingGuard:
         spike = diagnose(event, self._history.table(extra), batch, self.rules, recent)
         chosen = self.actions.get(spike.diagnosis, "log")
         blamed = spike.sample_ids if spike.diagnosis == "data" else []
-        hashes = self._text_hashes(blamed, event.sample_ids, texts) if blamed else {}
-        quarantined = self._quarantine(step, blamed, batch, hashes) if blamed else []
+        hashes, known = self._known(blamed, event.sample_ids, texts) if blamed else ({}, {})
+        quarantined = self._quarantine(step, blamed, batch, hashes, known) if blamed else []
         losses = [] if batch is None else batch.column(C.LOSS).to_pylist()
         incident = Incident(
             step=step,
@@ -427,30 +428,46 @@ class TrainingGuard:
             schema=S.LOSS_LOG_SCHEMA,
         )
 
-    def _text_hashes(self, blamed: list[str], ids: list[str], texts: Sequence[str] | None) -> dict[str, str]:
-        """The text hashes of the blamed samples: from the batch's texts, else the view, else the
-        corpus (ids it lacks stay without one)."""
-        found: dict[str, str] = {}
+    def _known(
+        self, blamed: list[str], ids: list[str], texts: Sequence[str] | None
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """The text hashes and texts of the blamed samples: from the batch's texts, else the view,
+        else the corpus (ids none of them has stay without)."""
+        hashes: dict[str, str] = {}
+        known: dict[str, str] = {}
         if texts is not None:
             if len(texts) != len(ids):
                 raise ValueError(f"{len(ids)} sample ids but {len(texts)} texts")
             wanted = set(blamed)
-            pairs = zip(ids, texts, strict=True)
-            found = {i: text_hash(t) for i, t in pairs if i in wanted and t is not None}
+            known = {i: t for i, t in zip(ids, texts, strict=True) if i in wanted and t is not None}
+            hashes = {i: text_hash(t) for i, t in known.items()}
         hash_of = getattr(self.view, "text_hash_of", None)
+        text_of = getattr(self.view, "text_of", None)
         for sample_id in blamed:
-            value = hash_of(sample_id) if hash_of and sample_id not in found else None
-            if value is not None:
-                found[sample_id] = value
-        lacking = [i for i in blamed if i not in found]
+            if hash_of is not None and sample_id not in hashes:
+                value = hash_of(sample_id)
+                if value is not None:
+                    hashes[sample_id] = value
+            if text_of is not None and sample_id not in known:
+                text = text_of(sample_id)
+                if text is not None:
+                    known[sample_id] = text
+                    hashes.setdefault(sample_id, text_hash(text))
+        lacking = [i for i in blamed if i not in hashes or i not in known]
         if lacking and self.corpus is not None:
             rows, _ = read_corpus_rows(Path(self.corpus), lacking)
-            keys, values = rows.column(C.ID).to_pylist(), rows.column(C.TEXT_HASH).to_pylist()
-            found |= dict(zip(keys, values, strict=True))
-        return found
+            for row in rows.to_pylist():
+                hashes.setdefault(row[C.ID], row[C.TEXT_HASH])
+                known.setdefault(row[C.ID], row[C.TEXT])
+        return hashes, known
 
     def _quarantine(
-        self, step: int, blamed: list[str], batch: pa.Table | None, hashes: dict[str, str]
+        self,
+        step: int,
+        blamed: list[str],
+        batch: pa.Table | None,
+        hashes: dict[str, str],
+        texts: dict[str, str],
     ) -> list[str]:
         """Merge the blamed samples into the list file at once; returns the ids added."""
         scores: dict[str, float] = {}
@@ -466,6 +483,7 @@ class TrainingGuard:
             {
                 C.SAMPLE_ID: sample_id,
                 C.TEXT_HASH: hashes.get(sample_id),
+                C.TEXT: texts.get(sample_id),
                 C.REASON: f"spike:{step}",
                 C.SCORE: scores.get(sample_id),
                 C.FIRST_STEP: step,

@@ -101,6 +101,11 @@ class DatasetQuarantine:
         row = self._row_of_id.get(str(sample_id))
         return None if row is None or self.hashes is None else self.hashes[row]
 
+    def text_of(self, sample_id: str) -> str | None:
+        """The text of a sample of this dataset (None when unknown: the view was given hashes)."""
+        row = self._row_of_id.get(str(sample_id))
+        return None if row is None or self.texts is None else self.texts[row]
+
     def refresh(self) -> bool:
         """Re-read the list if its file changed since the last read; True when it was re-read."""
         try:

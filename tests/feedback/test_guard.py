@@ -266,3 +266,22 @@ def test_the_guards_logs_give_dataclean_feedback_the_same_spike(tmp_path):
     spikes = {s.step: s for s in found.spikes}
     assert spikes[SPIKE_STEP].diagnosis == guard.incidents[0].diagnosis == "data"
     assert sorted(spikes[SPIKE_STEP].sample_ids) == sorted(guard.incidents[0].blamed) == JUNK_IDS
+
+
+def test_listed_entries_keep_the_text_and_hash_from_the_corpus(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dataclean.ids import text_hash
+
+    ids, rows = corpus()
+    texts = {i: " ".join(str(int(t)) for t in row) for i, row in zip(ids, rows, strict=True)}
+    (tmp_path / "out" / "data").mkdir(parents=True)
+    table = pa.table({"id": list(texts), "text": list(texts.values())})
+    pq.write_table(table, tmp_path / "out" / "data" / "part-0.parquet")
+    guard = TrainingGuard(tmp_path / "guard", monitor=monitor(), log=False, corpus=tmp_path / "out")
+    Run(tmp_path / "guard" / "quarantine.parquet").train(guard, 45)
+    listed = read_list(guard.quarantine_path).to_pylist()
+    assert sorted(r["sample_id"] for r in listed) == JUNK_IDS
+    assert all(r["text"] == texts[r["sample_id"]] for r in listed)
+    assert all(r["text_hash"] == text_hash(texts[r["sample_id"]]) for r in listed)

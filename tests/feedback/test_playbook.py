@@ -64,6 +64,7 @@ def test_no_recovery_after_a_data_spike_rolls_back_to_the_checkpoint_with_a_lowe
     listed = read_list(tmp_path / "quarantine.parquet").to_pylist()
     hashes = {i: text_hash(run.texts[i]) for i in SPIKE_JUNK}  # the guard hashed the batch's texts
     assert {r["sample_id"]: r["text_hash"] for r in listed} == hashes
+    assert {r["sample_id"]: r["text"] for r in listed} == {i: run.texts[i] for i in SPIKE_JUNK}
     # The lr: the factor times the schedule, held until the loss is back in the band, then ramped.
     ramp = [step for step, decision in made if decision == "ramp"]
     assert len(ramp) == 1 and ramp[0] > TAIL[-1], made  # the loss falls once the garbage tail is over
