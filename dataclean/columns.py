@@ -43,6 +43,9 @@ CONTAMINATED_BY = "contaminated_by"
 QUALITY_SIGNALS = "quality_signals"
 # Added by the quality stage in filter mode: long n-gram runs cut back in the row's text.
 QUALITY_RUNS_CUT = "quality_runs_cut"
+# Added by the quality stage: the row's language has no table of its own (no FineWeb-2 config), so
+# only the language-independent rules judged it.
+QUALITY_UNCONFIGURED = "quality_unconfigured"
 
 # Private: a stage marks a row for dropping by putting its reason here (null keeps the row).
 # The runner removes this column before anything is written.

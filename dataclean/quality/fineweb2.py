@@ -45,6 +45,12 @@ def label_configs() -> dict[str, str]:
     return {label: config for label, (config, _bits) in _labels().items()}
 
 
+def word_style(label: str) -> int:
+    """The word style bits of a label's tokenizer (`dataclean.quality.tokenizer.STYLES`; 0 for a
+    label without a config)."""
+    return _labels().get(label, ("", 0))[1]
+
+
 @lru_cache(maxsize=1)
 def configs() -> dict[str, dict[str, Any]]:
     """The shipped FineWeb-2 configs by name, values as FineWeb-2's YAML has them."""

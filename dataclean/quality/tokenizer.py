@@ -319,7 +319,7 @@ def _infix_length(cps, s, p, e, flags, mode):  # type: ignore[no-untyped-def]
         and _alpha(flags, after)
         and (
             c == 40 or c == 41 or c == 91 or c == 93 or c == 33 or c == 63 or (flags[c] & F.QUOTE and c != 39)
-        )  # noqa: E501
+        )
     ):
         return 1
     if not (_alpha(flags, before) or _is_digit(before)):

@@ -103,7 +103,12 @@ class ScoreQuality(GlobalStage):
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"classify.threshold: {key or 'all'} must be in [0, 1], got {value}")
         for name in names:
-            if C.QUALITY_PREFIX + name in (C.QUALITY_BUCKET, C.QUALITY_SIGNALS, C.QUALITY_RUNS_CUT):
+            if C.QUALITY_PREFIX + name in (
+                C.QUALITY_BUCKET,
+                C.QUALITY_SIGNALS,
+                C.QUALITY_RUNS_CUT,
+                C.QUALITY_UNCONFIGURED,
+            ):
                 raise ConfigError(f"classify.models: {name!r} would name the column {C.QUALITY_PREFIX}{name}")
         if self.normalize not in NORMALIZATIONS:
             raise ConfigError(f"classify.normalize must be one of {', '.join(NORMALIZATIONS)}")

@@ -5,13 +5,17 @@ FineWeb sees the text as this stage received it), FineWeb, and long n-gram runs,
 the first failing rule drops the row as `quality:<datatrove's reason>` (`quality:dup_line_frac`,
 `quality:top_2_gram`, `quality:gopher_enough_stop_words`, `quality:line_punct_ratio`, ...). The
 rules and their statistics are datatrove 0.10's (`dataclean.quality.rules`,
-`dataclean.quality.signals`), on words as spaCy's blank English tokenizer cuts them
-(`dataclean.quality.tokenizer`), all computed in one compiled pass over each batch's bytes.
+`dataclean.quality.signals`), on words as spaCy's blank tokenizer for the row's language cuts
+them (`dataclean.quality.tokenizer`), all computed in one compiled pass over each batch's bytes.
 
-Thresholds come per row from its language's table (`dataclean/data/quality/thresholds.json`:
-datatrove's English defaults for languages without one; FineWeb-2's Mandarin thresholds as the
-start of `zh`); Han text gets the Han table whatever its label, where each Han character is a
-word, a closing quote after 。！？ ends a punctuated line, and C4's words-per-line rule is off.
+Thresholds come per row from its language's table (`dataclean/data/quality/thresholds.json`):
+`en` datatrove's English defaults; `zh` starts from FineWeb-2's Mandarin thresholds; every other
+lid.176 label its FineWeb-2 config, as FineWeb-2's pipeline applies it
+(`dataclean.quality.fineweb2`); a label without a config the `unconfigured` table
+(language-independent rules only, never English stop words), marked in the row's
+`quality_unconfigured` column and counted as `unconfigured` in the stage's stats. Han text gets
+the Han table whatever its label, where each Han character is a word, a closing quote after 。！？
+ends a punctuated line, and C4's words-per-line rule is off.
 
 Parameters: every threshold (`--set quality.top_2_gram=0.25`, all tables; `thresholds` takes
 `LANG.NAME=VALUE` entries for one table, `none` turning a rule off), one switch per rule family,
@@ -30,11 +34,11 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
-from dataclean.quality.rules import FAMILIES, QualityTables, build_tables, first_failures
+from dataclean.quality.rules import FAMILIES, UNCONFIGURED, QualityTables, build_tables, first_failures
 from dataclean.quality.runs import cut_runs, spans_by_row
 from dataclean.quality.settings import QualityThresholds
-from dataclean.quality.signals import SIGNALS, compute_signals
-from dataclean.stage import Stage, with_column, with_drops
+from dataclean.quality.signals import INDEX, SIGNALS, compute_signals
+from dataclean.stage import Stage, with_column, with_counts, with_drops
 
 Mode = Literal["filter", "annotate"]
 # Statistics kept in `quality_signals` (the table index and the raw counts stay internal).
@@ -68,7 +72,8 @@ class FilterQuality(Stage, QualityThresholds):
             raise ConfigError(f"quality.language: no table for {self.language!r} (tables: {known})")
 
     def provided_columns(self) -> tuple[str, ...]:
-        return (C.QUALITY_SIGNALS,) if self.mode == "annotate" else (C.QUALITY_RUNS_CUT,)
+        judged = (C.QUALITY_SIGNALS,) if self.mode == "annotate" else (C.QUALITY_RUNS_CUT,)
+        return (*judged, C.QUALITY_UNCONFIGURED)
 
     def families(self) -> tuple[str, ...]:
         """The rule families switched on."""
@@ -92,15 +97,18 @@ class FilterQuality(Stage, QualityThresholds):
 
     def __call__(self, table: pa.Table) -> pa.Table:
         values, cuts = self.signals(table)
+        unconfigured = values[:, INDEX["table"]] == self._tables.unconfigured
+        table = with_column(table, C.QUALITY_UNCONFIGURED, pa.array(unconfigured, pa.bool_()))
         if self.mode == "annotate":
-            index = {name: i for i, name in enumerate(SIGNALS)}
             struct = pa.StructArray.from_arrays(
-                [pa.array(values[:, index[name]], pa.float64()) for name in _ANNOTATED], list(_ANNOTATED)
+                [pa.array(values[:, INDEX[name]], pa.float64()) for name in _ANNOTATED], list(_ANNOTATED)
             )
-            return with_column(table, C.QUALITY_SIGNALS, struct)
+            table = with_column(table, C.QUALITY_SIGNALS, struct)
+            return with_counts(table, {UNCONFIGURED: unconfigured})
         reasons = first_failures(values, self._tables, self.families())
         table, counts = _cut_runs(table, cuts, reasons)
         table = with_column(table, C.QUALITY_RUNS_CUT, pa.array(counts, pa.int32()))
+        table = with_counts(table, {UNCONFIGURED: unconfigured})
         return with_drops(table, pa.array(reasons.tolist(), pa.string()))
 
     def compile_kernels(self) -> None:
