@@ -23,6 +23,7 @@ check these files against; this module reads them too (`read_index`, `document_t
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass
 
@@ -82,6 +83,12 @@ def index_bytes(lengths: np.ndarray, dtype: np.dtype, document_indices: np.ndarr
             np.asarray(document_indices, dtype="<i8").tobytes(),
         ]
     )
+
+
+def index_digest(prefix: str) -> str:
+    """The sha256 of `PREFIX.idx` (an ids file records the one it was written for)."""
+    with open_input(idx_path(prefix)) as source:
+        return hashlib.sha256(source.read()).hexdigest()
 
 
 def write_index(
