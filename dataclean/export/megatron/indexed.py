@@ -169,6 +169,11 @@ class TokenReader:
                 bin_path(prefix), f"holds {len(self._tokens):,} tokens, its index says {expected:,}"
             )
 
+    @property
+    def tokens(self) -> np.ndarray:
+        """Every token of `PREFIX.bin`, as a read-only memory map."""
+        return self._tokens
+
     def sequence(self, sequence: int, offset: int = 0, length: int | None = None) -> np.ndarray:
         """Tokens of one sequence (Megatron's `IndexedDataset.get(idx, offset, length)`)."""
         start = int(self.index.sequence_pointers[sequence]) // self.index.dtype.itemsize + offset
