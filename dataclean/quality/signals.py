@@ -285,7 +285,8 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         row[16] = hashes / words if words else 0.0
         row[17] = ellipses / words if words else 0.0
         lines, bullets, end_ellipses = gopher_lines(cps, length, flags)
-        row[18] = bullets / lines if lines else 0.0
+        # a single line is never a bullet list (`-{T|Gtk#}-Gtk#...` once began a one-line article)
+        row[18] = bullets / lines if lines > 1 else 0.0
         row[19] = end_ellipses / lines if lines else 0.0
         row[20] = alphas / words if words else 0.0
         stop_count = 0

@@ -37,6 +37,11 @@ that made it go; `clean_text` gives what cleaning would have kept):
 - `encoded_data`: base64 or hex runs are over `max_encoded_fraction` of the text (1: off);
   both only for rows of at least `min_judged_chars` characters, on their first
   `noise_sample_chars` (2,000; see `dataclean.text.noise`).
+Last, MediaWiki language-conversion markup left in text taken from Chinese Wikipedia is resolved
+(`resolve_wiki_markup`, on by default; `dataclean.text.wiki_markup`): `-{zh-cn:克什米尔;
+zh-tw:喀什米尔}-` becomes its `zh-cn` (else `zh-hans`, else first) text, `-{Gtk#}-` its text,
+`-{T|...}-` title and `-{H|...}-` rule blocks go; counted as `wiki_conversion_markup` (blocks
+resolved) in the stats. Only rows holding `-{` are touched.
 Degenerate repetition ("hahaha...", "的的的...", the reason `clean:repetition` before) is the
 `quality` stage's long n-gram run rule now (`quality:long_ngram_run`; shorter runs are cut out).
 """
@@ -67,12 +72,21 @@ from dataclean.text.cleaning import (
 from dataclean.text.mojibake import mojibake_pair_flags
 from dataclean.text.noise import noise_reasons
 from dataclean.text.removal import char_classes, removal_pass
+from dataclean.text.wiki_markup import resolve_conversion_markup
 
 # The pure function of this stage, and what counts as garbage, where they have always been imported
 # from (they live in dataclean.text.cleaning, which the report uses too).
-__all__ = ["ESCAPE_SEQUENCES", "GARBAGE_CHARACTERS", "CleanText", "Normalization", "clean_text"]
+__all__ = [
+    "ESCAPE_SEQUENCES",
+    "GARBAGE_CHARACTERS",
+    "WIKI_MARKUP",
+    "CleanText",
+    "Normalization",
+    "clean_text",
+]
 # What the stage counts in the run's stats (`stats.json`: stages[clean].counts).
 ESCAPE_SEQUENCES = "escape_sequences"
+WIKI_MARKUP = "wiki_conversion_markup"
 
 
 @dataclass
@@ -95,6 +109,7 @@ class CleanText(Stage):
     max_encoded_fraction: float = 0.5
     min_judged_chars: int = 40
     noise_sample_chars: int = 2000
+    resolve_wiki_markup: bool = True
 
     def __post_init__(self) -> None:
         if self.normalization not in ("none", "NFC", "NFKC"):
@@ -152,6 +167,9 @@ class CleanText(Stage):
                 [new for new, change in zip(cleaned, changed, strict=True) if change], pa.string()
             )
             text_array = pc.replace_with_mask(text_array, pa.array(mask, pa.bool_()), values)
+        blocks = np.zeros(n, np.int64)
+        if self.resolve_wiki_markup:
+            text_array, blocks = _resolve_markup(text_array)
         limit = self.max_garbage_fraction
         reasons: list[str | None] = [
             "empty" if empty else "garbage" if found + lost > limit * (size + lost) else None
@@ -171,7 +189,7 @@ class CleanText(Stage):
             text_array = pc.if_else(dropped, original, text_array)
         table = table.set_column(table.schema.get_field_index(C.TEXT), C.TEXT, text_array)
         table = with_column(table, C.REMOVED_CHARS, pa.array(removed, pa.int64()))
-        return with_counts(with_drops(table, reasons), {ESCAPE_SEQUENCES: sequences})
+        return with_counts(with_drops(table, reasons), {ESCAPE_SEQUENCES: sequences, WIKI_MARKUP: blocks})
 
     def compile_kernels(self) -> None:
         """The mojibake pair scan's kernel and the removal pass's, when the stage runs them."""
@@ -181,6 +199,23 @@ class CleanText(Stage):
             mojibake_pair_flags(pa.array(["cafÃ© ab"], pa.string()))
         if self.max_random_score or self.max_encoded_fraction < 1.0:
             noise_reasons(pa.array(["Text 42 été 文"], pa.string()), 1.0, 0.5, 1)
+
+
+def _resolve_markup(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """`texts` with MediaWiki conversion markup resolved in the rows holding `-{`, and the blocks
+    resolved per row."""
+    blocks = np.zeros(len(texts), np.int64)
+    holding = pc.fill_null(pc.match_substring(texts, "-{"), False)
+    rows = np.flatnonzero(holding.to_numpy(zero_copy_only=False))
+    if not len(rows):
+        return texts, blocks
+    resolved = []
+    for row, text in zip(rows.tolist(), texts.take(pa.array(rows)).to_pylist(), strict=True):
+        new, blocks[row] = resolve_conversion_markup(text)
+        resolved.append(new)
+    mask = np.zeros(len(texts), bool)
+    mask[rows] = True
+    return pc.replace_with_mask(texts, pa.array(mask), pa.array(resolved, pa.string())), blocks
 
 
 def _string_column(column: pa.ChunkedArray) -> pa.Array:

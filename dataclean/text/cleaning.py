@@ -6,8 +6,10 @@ and newline; CR and CRLF become LF), U+FFFD, zero-width and bidi controls, soft 
 order marks, maps exotic spaces to a plain space, and keeps ZWJ/ZWNJ only between non-ASCII
 characters; the stage's docstring says why each. `clean_parts` gives what the stage counts too.
 Here, apart from the stage, so that the report (`dataclean.report`) shows what cleaning keeps of
-a row with the same function, without importing a stage. The regexes are also the character
-classes of the stage's compiled removal pass (`dataclean.text.removal.char_classes`).
+a row with the same function, without importing a stage. `clean_text` also resolves MediaWiki
+language-conversion markup (`-{zh-cn:...; zh-tw:...}-`), as the stage does after the rest. The
+regexes are also the character classes of the stage's compiled removal pass
+(`dataclean.text.removal.char_classes`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Literal
 
 from dataclean.text.escapes import strip_escape_sequences
 from dataclean.text.mojibake import repair_lines
+from dataclean.text.wiki_markup import resolve_conversion_markup
 
 # Any character that the removal steps may change, or that counts as garbage: the fast-path test.
 _SUSPECT = re.compile(
@@ -91,7 +94,13 @@ def clean_parts(
 
 
 def clean_text(
-    text: str, normalization: Normalization = "none", fix_mojibake: bool = True, unescape_html: bool = True
+    text: str,
+    normalization: Normalization = "none",
+    fix_mojibake: bool = True,
+    unescape_html: bool = True,
+    resolve_wiki_markup: bool = True,
 ) -> str:
-    """Return `text` cleaned as the module docstring (and `dataclean.stages.clean`'s) describes."""
-    return clean_parts(text, normalization, fix_mojibake, unescape_html)[0]
+    """Return `text` cleaned as the module docstring (and `dataclean.stages.clean`'s) describes,
+    MediaWiki language-conversion markup resolved last (`dataclean.text.wiki_markup`)."""
+    cleaned = clean_parts(text, normalization, fix_mojibake, unescape_html)[0]
+    return resolve_conversion_markup(cleaned)[0] if resolve_wiki_markup else cleaned

@@ -106,7 +106,7 @@ def test_run_stats_count_sequences_and_undecodable_bytes(tmp_path: Path) -> None
         handle.write(b'{"id": "c", "text": "caf\xff\xfe au lait"}\n')
     stats = run_pipeline([str(source)], str(tmp_path / "out"), [CleanText()], LocalExecutor())
     clean = next(stage for stage in stats["stages"] if stage["stage"] == "clean")
-    assert clean["counts"] == {"escape_sequences": 2}
+    assert clean["counts"] == {"escape_sequences": 2, "wiki_conversion_markup": 0}
     assert stats["totals"]["undecodable_bytes"] == 2
     kept = read_rows(tmp_path / "out" / "data")
     assert not any(name.startswith(C.COUNT_PREFIX) for name in kept[0])

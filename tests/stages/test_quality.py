@@ -124,7 +124,7 @@ def test_a_closing_quote_after_a_sentence_end_is_punctuation() -> None:
 def test_annotate_mode_adds_the_signals_and_drops_nothing() -> None:
     rows = _rows("cc_pages.jsonl")[:10]
     stage = FilterQuality(mode="annotate", language="en")
-    assert stage.provided_columns() == (C.QUALITY_SIGNALS,)
+    assert stage.provided_columns() == (C.QUALITY_SIGNALS, C.QUALITY_UNCONFIGURED)
     out = stage(pa.table({C.ID: [str(i) for i in range(10)], C.TEXT: [r["text"] for r in rows]}))
     assert C.DROP_REASON not in out.column_names
     signals = out.column(C.QUALITY_SIGNALS).to_pylist()
