@@ -1,0 +1,147 @@
+"""`dataclean megatron locate|filter`: the documents of an iteration, and a prefix without a list's."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from dataclean.errors import ConfigError
+from dataclean.export.megatron.cache import Settings, load_cache, parse_data_path
+from dataclean.export.megatron.filter import filter_prefix
+from dataclean.export.megatron.locate import Batching, LocatedSample, Locator, TokenizerDecoder, decode_bytes
+from dataclean.export.tokenizer import BYTES, PackTokenizer
+
+TEXT_SHOWN = 100
+
+
+@click.group("megatron")
+def megatron() -> None:
+    """Megatron-LM: name the documents of any iteration, filter a prefix by a quarantine list."""
+
+
+def _iterations(iteration: int | None, span: str | None) -> list[int]:
+    if (iteration is None) == (span is None):
+        raise ConfigError("give one of --iteration I or --iterations A-B")
+    if iteration is not None:
+        return [iteration]
+    try:
+        first, last = (int(part) for part in str(span).split("-", 1))
+    except ValueError as error:
+        raise ConfigError(f"--iterations: expected A-B, got {span!r}") from error
+    if first < 1 or last < first:
+        raise ConfigError(f"--iterations: expected 1 <= A <= B, got {span!r}")
+    return list(range(first, last + 1))
+
+
+def _shown(text: str | None) -> str:
+    if text is None:
+        return ""
+    flat = text.replace("\n", "\\n")
+    return repr(flat if len(flat) <= TEXT_SHOWN else flat[: TEXT_SHOWN - 3] + "...")
+
+
+def _print(sample: LocatedSample) -> None:
+    click.echo(
+        f"iteration {sample.iteration}  global sample {sample.global_sample}  rank {sample.rank}  "
+        f"micro-batch {sample.micro_batch}  row {sample.row}  dataset {sample.dataset} ({sample.prefix}) "
+        f"sample {sample.dataset_sample}"
+    )
+    for span in sample.spans:
+        end = span.sample_offset + span.length
+        click.echo(
+            f"  [{span.sample_offset}:{end}) id {span.id}  document {span.document}  tokens "
+            f"{span.document_offset}-{span.document_offset + span.length}  {_shown(span.text)}"
+        )
+
+
+@megatron.command("locate")
+@click.option(
+    "--data-path",
+    "data_path",
+    multiple=True,
+    required=True,
+    help="As given to Megatron: 'PREFIX' or 'W1 PREFIX1 W2 PREFIX2 ...' (quoted, or repeated).",
+)
+@click.option(
+    "--cache-dir", required=True, help="Megatron's --data-cache-path (the folder of its .npy indices)."
+)
+@click.option("--seq-length", type=int, required=True)
+@click.option("--global-batch-size", type=int, required=True)
+@click.option("--iteration", type=int, default=None, help="As Megatron's log numbers it (from 1).")
+@click.option("--iterations", "iteration_span", default=None, metavar="A-B", help="Several iterations.")
+@click.option("--micro-batch-size", type=int, default=None, help="Default: global batch / dp size.")
+@click.option("--dp-size", type=int, default=1, show_default=True, help="Data-parallel size.")
+@click.option(
+    "--split", "split_string", default=None, help="Megatron's --split (e.g. 969,30,1), to tell caches apart."
+)
+@click.option("--seed", type=int, default=None, help="Megatron's --seed (default: any).")
+@click.option(
+    "--train-samples", type=int, default=None, help="To tell apart caches of runs of other lengths."
+)
+@click.option(
+    "--consumed-samples",
+    type=int,
+    default=None,
+    help="The consumed samples Megatron logged at --iteration (a resumed run, or batch-size ramp-up).",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_spec",
+    default=None,
+    help="Decode spans with this tokenizer (default: the export's).",
+)
+@click.option("--no-text", is_flag=True, help="Leave the spans' text out.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of samples, for machines.")
+def locate(
+    data_path: tuple[str, ...],
+    cache_dir: str,
+    seq_length: int,
+    global_batch_size: int,
+    iteration: int | None,
+    iteration_span: str | None,
+    micro_batch_size: int | None,
+    dp_size: int,
+    split_string: str | None,
+    seed: int | None,
+    train_samples: int | None,
+    consumed_samples: int | None,
+    tokenizer_spec: str | None,
+    no_text: bool,
+    as_json: bool,
+) -> None:
+    """List, per global sample of an iteration, its rank, micro-batch and the document spans in it."""
+    iterations = _iterations(iteration, iteration_span)
+    if consumed_samples is not None and len(iterations) > 1:
+        raise ConfigError("--consumed-samples goes with one --iteration")
+    prefixes, weights = parse_data_path([word for value in data_path for word in value.split()])
+    settings = Settings(prefixes, weights, seq_length, "train", seed, split_string, train_samples)
+    batching = Batching(global_batch_size, micro_batch_size, dp_size)
+    decode = None
+    if tokenizer_spec is not None:
+        decode = decode_bytes if tokenizer_spec == BYTES else TokenizerDecoder(PackTokenizer(tokenizer_spec))
+    locator = Locator(load_cache(cache_dir, settings), batching, decode=decode, with_text=not no_text)
+    located = [s for i in iterations for s in locator.iteration(i, consumed_samples)]
+    if as_json:
+        click.echo(json.dumps([s.to_json() for s in located], ensure_ascii=False, indent=1))
+        return
+    for sample in located:
+        _print(sample)
+
+
+@megatron.command("filter")
+@click.argument("prefix")
+@click.option("--quarantine", "quarantine_list", required=True, metavar="LIST", help="The quarantine list.")
+@click.option("-o", "--output", "new_prefix", required=True, metavar="NEWPREFIX")
+@click.option("--ids", "ids_file", default=None, help="The ids file (default: PREFIX.ids.parquet).")
+@click.option("--overwrite", is_flag=True)
+def filter_command(
+    prefix: str, quarantine_list: str, new_prefix: str, ids_file: str | None, overwrite: bool
+) -> None:
+    """Copy PREFIX without the documents the list drops (by id or text_hash), no retokenizing."""
+    summary = filter_prefix(prefix, quarantine_list, new_prefix, ids_file, overwrite)
+    click.echo(
+        f"wrote {new_prefix}.bin/.idx: {summary['documents']:,} of {summary['documents_read']:,} documents, "
+        f"{summary['left_out']:,} left out ({summary['tokens_left_out']:,} tokens), "
+        f"{summary['downweighted']:,} down-weighted"
+    )
