@@ -125,8 +125,10 @@ def fit_warnings(stats: dict[str, Any]) -> list[str]:
 # starts Ray (its stages import what they need while Ray starts).
 LAZY_COMMANDS = {
     "classify": "dataclean.classify.cli",
+    "export": "dataclean.export.cli",
     "feedback": "dataclean.feedback.analysis.cli",
     "lm": "dataclean.lm.cli",
+    "megatron": "dataclean.export.megatron.cli",
     "pack": "dataclean.pack.cli",
     "supervise": "dataclean.feedback.supervise_cli",
 }
