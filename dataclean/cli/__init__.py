@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from dataclean.cli.exit import exit_process
-from dataclean.cli.progress import RunDisplay
+from dataclean.cli.piped import piped_output
+from dataclean.cli.progress import STARTED, RunDisplay
 from dataclean.errors import ConfigError, DatacleanError
 from dataclean.io.readers import ReadOptions
 from dataclean.run.config import parse_settings, select_stages
@@ -292,6 +293,7 @@ def run(
     check_paths(inputs, output, overwrite)  # before anything loads or starts: one line, at once
     display = Silent() if quiet else RunDisplay(console)
     with (
+        piped_output(STARTED),  # piped stderr: Ray's lines too stamped, no colour (dataclean.cli.piped)
         display if isinstance(display, RunDisplay) else nullcontext(),
         Session(load, executor, address, workers, progress=display) as session,
     ):

@@ -11,6 +11,8 @@ import threading
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
 from dataclean.errors import ExecutorError
@@ -46,6 +48,15 @@ def warm(fn: object) -> None:
         fn.warm()
 
 
+@dataclass(frozen=True)
+class Node:
+    """One machine of a cluster (`Executor.nodes`): its id, network address and CPUs."""
+
+    id: str
+    address: str
+    cpus: int
+
+
 class Executor(ABC):
     """Runs a function over work items in parallel and returns the results in item order.
 
@@ -63,6 +74,10 @@ class Executor(ABC):
       default `workers`;
     - `starting`: whether it is still starting (a first run's compile estimate adds Ray's
       start); default False;
+    - `nodes()`: the machines of a cluster it runs on, each with disks (and a kernel cache) of
+      its own; default none: it runs on this machine (local, an embedded Ray);
+    - `on_node(fn, items, node)`: `fn` over `items` on that machine only, futures at once (a
+      node compiling its kernels beside the run: `dataclean.run.node_kernels`); default: here;
     - `close()`: release what it started (an embedded Ray); default nothing.
 
     `require_executor` refuses an object that is not one, naming what it lacks.
@@ -113,12 +128,29 @@ class Executor(ABC):
                 on_result(index, result)
         return found
 
+    def nodes(self) -> list[Node]:
+        """The machines of the cluster it runs on that take work; [] on one machine."""
+        return []
+
+    def on_node(self, fn: Callable[[T], R], items: Sequence[T], node: Node) -> list[Future[R]]:
+        """Start `fn` over `items` on `node` only (one of `nodes()`); a future per item, returned
+        before they finish. Default (one machine): run here, one after the other."""
+        futures: list[Future[R]] = []
+        for item in items:
+            future: Future[R] = Future()
+            try:
+                future.set_result(fn(item))
+            except Exception as error:
+                future.set_exception(error)
+            futures.append(future)
+        return futures
+
     def close(self) -> None:  # noqa: B027 - most executors hold nothing
         """Release what the executor started (an embedded Ray); a no-op for the others."""
 
 
 # What the run layer uses of an executor: `require_executor` checks an object has each.
-CAPABILITIES = ("workers", "remote_workers", "starting", "map", "map_queue", "close")
+CAPABILITIES = ("workers", "remote_workers", "starting", "map", "map_queue", "nodes", "on_node", "close")
 
 
 def require_executor(executor: object) -> Executor:

@@ -16,7 +16,8 @@ Rows never pass through the object store: workers read and write Parquet under O
 Without an address, an embedded local Ray starts with all local cores (or `workers`), listening on
 the loopback interface only, its start and stop sped up by `dataclean.executors.ray_startup`,
 and a watchdog (`dataclean.executors.ray_watchdog`) takes its processes with it if the driver dies
-without closing it (`kill -9`); with an address, the executor joins that cluster.
+without closing it (`kill -9`); with an address, the executor joins that cluster, and `nodes`
+names its machines (those with CPUs) so that `on_node` can pin a task to each (its kernels).
 Only these two modules import Ray.
 """
 
@@ -26,11 +27,12 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from dataclean.errors import DatacleanError, ExecutorError
 from dataclean.executors import ray_watchdog
-from dataclean.executors.base import Executor, WorkQueue, warm
+from dataclean.executors.base import Executor, Node, WorkQueue, warm
 from dataclean.executors.ray_startup import (
     loopback_only,
     quick_node_wait,
@@ -67,6 +69,21 @@ def _function(wrapped: list[Any]) -> Any:
         _FUNCTIONS.clear()  # one map at a time: drop the previous map's function and models
         fn = _FUNCTIONS[key] = ray.get(wrapped[0])
     return fn
+
+
+def _call_pinned(fn: Callable[[Any], Any], item: Any) -> Any:
+    """A task pinned to one node (`RayExecutor.on_node`): the function comes by value (a few
+    small calls per node, never the map's function kept per worker)."""
+    return fn(item)
+
+
+def _ship_recipes() -> None:
+    """A user's recipe file (its stage classes) travels by value: the cluster has no copy."""
+    import ray
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__dataclean_recipe__", False):
+            ray.cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
 
 
 def _warm(wrapped: list[Any], _slot: int) -> None:
@@ -106,6 +123,7 @@ class RayExecutor(Executor):
         import ray
 
         self._started_here = False
+        self._joined = bool(address)  # a cluster: `nodes` names its machines
         self._watchdog: Any = None
         if not ray.is_initialized():
             if not address:  # before Ray starts: a driver that dies while it starts takes it along
@@ -170,9 +188,7 @@ class RayExecutor(Executor):
         then, rather than wait for a worker's start on its first item."""
         import ray
 
-        for module in list(sys.modules.values()):
-            if getattr(module, "__dataclean_recipe__", False):  # a user's recipe file
-                ray.cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
+        _ship_recipes()
         function = ray.put(fn)
         if on_warm is not None:
             warm_task: Any = ray.remote(_warm).options(num_cpus=1, max_retries=3)
@@ -209,6 +225,30 @@ class RayExecutor(Executor):
                 for index in finished:
                     on_result(index, results[index])
         return results
+
+    def nodes(self) -> list[Node]:
+        """The live machines of the cluster it joined that have CPUs; [] for an embedded Ray
+        (one machine) and once Ray is shut down."""
+        import ray
+
+        if not self._joined or not ray.is_initialized():
+            return []
+        return [
+            Node(str(node["NodeID"]), str(node["NodeManagerAddress"]), int(node["Resources"]["CPU"]))
+            for node in ray.nodes()  # type: ignore[no-untyped-call]
+            if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) >= 1
+        ]
+
+    def on_node(self, fn: Callable[[T], R], items: Sequence[T], node: Node) -> list[Future[R]]:
+        """Each item a task on `node` only (it fails, never moves, if that node dies), one CPU each."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        _ship_recipes()
+        strategy = NodeAffinitySchedulingStrategy(node.id, soft=False)
+        options = {"num_cpus": 1, "max_retries": 1, "scheduling_strategy": strategy}
+        remote: Any = ray.remote(_call_pinned).options(**options)
+        return [remote.remote(fn, item).future() for item in items]
 
     def close(self) -> None:
         """Stop the embedded Ray if this executor started it."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Generic, TypeVar
 
-from dataclean.executors.base import Executor, WorkQueue, is_shareable
+from dataclean.executors.base import Executor, Node, WorkQueue, is_shareable
 from dataclean.executors.local import LocalExecutor
 
 T = TypeVar("T")
@@ -44,7 +44,9 @@ class Starting(Executor):
 
     The thread lives as long as the executor and closes it: Ray starts its node processes with
     the parent-death signal, which Linux sends when the *thread* that started them ends, so a
-    thread that started Ray and ended would take the GCS and raylet with it."""
+    thread that started Ray and ended would take the GCS and raylet with it.
+
+    `cluster`: it joins a cluster (`--address`), whose machines `nodes` names once it is up."""
 
     def __init__(
         self,
@@ -52,8 +54,10 @@ class Starting(Executor):
         workers: int | None,
         on_wait: Callable[[], None] = lambda: None,
         driver_works: bool = False,
+        cluster: bool = False,
     ) -> None:
         self._future: Future[Executor] = Future()
+        self._cluster = cluster
         self._workers = workers
         self._on_wait = on_wait
         self._driver_works = driver_works
@@ -94,6 +98,15 @@ class Starting(Executor):
     def remote_workers(self) -> int:
         """The executor's own workers: `workers`, less this process when it is one of them."""
         return max(1, self.workers - 1) if self._driver_works else self.workers
+
+    def nodes(self) -> list[Node]:
+        """A cluster's machines, once joined (`cluster`: started with an address); [] at once for
+        an embedded Ray, without waiting for it."""
+        return self.ready().nodes() if self._cluster else []
+
+    def on_node(self, fn: Callable[[T], R], items: Sequence[T], node: Node) -> list[Future[R]]:
+        """The started executor's `on_node`."""
+        return self.ready().on_node(fn, items, node)
 
     def map(
         self,

@@ -22,8 +22,8 @@ A stage with `rehearse = True` (dedup) is compiled by a rehearsal (`rehearse`): 
 on a local executor and apply over a tiny mixed-language corpus, so its kernels compile with the
 types of a real run, including those only `fit` reaches.
 
-The cache is shared on one machine only: on a cluster (`--address`), each node compiles, for its
-first batch, the kernels no process on it has compiled.
+The cache is shared on one machine only: on a cluster (`--address`), each node has its own, and
+`dataclean.run.node_kernels` prepares each node instead of `compile_kernels`.
 """
 
 from __future__ import annotations
@@ -81,6 +81,14 @@ def compile_in_background(stages: Sequence[Any]) -> None:
         pool = ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels")
         _BACKGROUND[id(barrier)] = pool.submit(compile_stage, barrier)
         pool.shutdown(wait=False)
+
+
+def leave_in_background(stages: Sequence[Any]) -> None:
+    """Forget the background compiles of `stages` without waiting for them (on a cluster the
+    driver runs no shard: its fits load the kernels when they need them, and numba lets one
+    compile of a kernel finish before another thread uses it)."""
+    for stage in stages:
+        _BACKGROUND.pop(id(stage), None)
 
 
 def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) -> None:

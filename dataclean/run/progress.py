@@ -8,7 +8,9 @@
   `dataclean.run.plan`) starts over `shards` shards, `skipped` of them done by an earlier run of
   the same config (a resumed run: the display says what it skips);
 - `task(label, rows, text_bytes)`: one of the group's shards is done, with its rows and UTF-8
-  text bytes read, from which the display shows rows and MB done and the rate.
+  text bytes read, from which the display shows rows and MB done and the rate;
+- `note(text)`: something that happens beside the current activity, from any thread (a node of a
+  cluster compiling its kernels: `dataclean.run.node_kernels`); it ends nothing.
 
 The CLI's display (`dataclean.cli.progress`) draws these live on a terminal and as plain
 timestamped lines when its output is piped or logged; a library caller passes its own, or none.
@@ -28,6 +30,8 @@ class RunProgress(Protocol):
 
     def task(self, label: str, rows: int, text_bytes: int) -> None: ...
 
+    def note(self, text: str) -> None: ...
+
 
 class Silent:
     """A `RunProgress` that shows nothing (`--quiet`, and a library call given none)."""
@@ -39,4 +43,7 @@ class Silent:
         """Nothing to show."""
 
     def task(self, label: str, rows: int, text_bytes: int) -> None:
+        """Nothing to show."""
+
+    def note(self, text: str) -> None:
         """Nothing to show."""

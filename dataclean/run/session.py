@@ -81,7 +81,7 @@ class Session:
             ray_workers = known - 1 if driver_works and known is not None else self._workers
             start = lambda: make_executor(spec, self._address, ray_workers)  # noqa: E731
             on_wait = lambda: self.progress.step("waiting for Ray to start")  # noqa: E731
-            self.executor = Starting(start, known, on_wait, driver_works)
+            self.executor = Starting(start, known, on_wait, driver_works, cluster=bool(self._address))
         elif isinstance(spec, str):  # starts at once
             self.executor = make_executor(spec, self._address, self._workers)
         else:

@@ -204,6 +204,9 @@ class _Lines:
     def task(self, label: str, rows: int, text_bytes: int) -> None:
         self.said.append(f"{label}: task of {rows} rows")
 
+    def note(self, text: str) -> None:
+        self.said.append(text)
+
 
 def test_progress_lines_say_what_the_run_does_in_order(tmp_path: Path) -> None:
     # Piped (CliRunner is no terminal): stamped lines, each step in the order the run takes it.

@@ -91,6 +91,11 @@ def test_an_object_that_only_looks_like_an_executor_is_refused_naming_what_it_la
 
         def map_queue(self) -> None: ...
 
+        def nodes(self) -> list[object]:
+            return []
+
+        def on_node(self) -> None: ...
+
         def close(self) -> None: ...
 
     with pytest.raises(ExecutorError, match=r"^Lookalike is not an executor: it subclass dataclean"):
