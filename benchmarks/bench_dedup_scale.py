@@ -1,10 +1,11 @@
 """Dedup alone at growing sizes: wall time, driver and largest-worker memory, rounds.
 
-    python benchmarks/bench_dedup_scale.py [--sizes 100000 300000 1000000] [--shards 16]
+    python benchmarks/bench_dedup_scale.py [--sizes 100000 300000 1000000] [--rows-per-shard 25000]
                                            [--work /tmp/dataclean-scale] [--data PATH]
 
-Corpora: bench_scale's (short documents of 1-4 real sentences, 8% exact and 8% near copies, 16
-Parquet shards; cached per size under --work, shared with bench_scale). Each size is one
+Corpora: bench_scale's (short documents of 1-4 real sentences, 8% exact and 8% near copies;
+cached per size under --work), cut into shards of `--rows-per-shard` rows, so a task's input
+stays the same size as the corpus grows and what grows with the corpus shows. Each size is one
 `dataclean run CORPUS -o OUT --only dedup --workers 2` (embedded Ray) in a fresh process, timed
 from launch to exit, memory of the driver and of every Ray worker sampled every 0.5 s
 (`bench_scale.run_measured`). Also from stats.json's dedup `fit` entry: the fit's seconds by
@@ -53,7 +54,7 @@ def main() -> None:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
-    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--rows-per-shard", type=int, default=25_000)
     parser.add_argument("--work", type=Path, default=Path("/tmp/dataclean-scale"))
     parser.add_argument("--json", type=Path, help="write the results here")
     data.add_data_argument(parser)
@@ -63,7 +64,7 @@ def main() -> None:
     print(header + "  fit seconds by step", flush=True)
     runs = []
     for docs in args.sizes:
-        result = run_size(args.work, docs, args.shards)
+        result = run_size(args.work, docs, max(2, docs // args.rows_per_shard))
         runs.append(result)
         print(
             f"{result['rows_in']:>10,} {result['seconds']:8.1f} "

@@ -126,6 +126,7 @@ def run_size(work: Path, docs: int, rounds: int, executor: str) -> dict[str, Any
     paths = build_pair(work / f"corpus-{docs}", docs)
     seconds: dict[str, list[float]] = {"template": [], "plain": []}
     memory: dict[str, float] = {}
+    fit_seconds: dict[str, list[float]] = {"template": [], "plain": []}  # the barrier's fit alone
     for number in range(max(1, rounds)):
         order = ["template", "plain"] if number % 2 == 0 else ["plain", "template"]
         for kind in order:
@@ -134,6 +135,9 @@ def run_size(work: Path, docs: int, rounds: int, executor: str) -> dict[str, Any
             elapsed, sampler = run_measured(command, f"dedup {kind}")
             seconds[kind].append(elapsed)
             memory[kind] = sampler.total / 2**20
+            stats = json.loads((out / "stats.json").read_text())
+            stage = next(found for found in stats["stages"] if found["stage"] == "dedup")
+            fit_seconds[kind].append(stage.get("fit_seconds", 0.0))
             print(f"  {docs:,} docs, round {number + 1}: {kind} {elapsed:.1f} s", flush=True)
     planted = {kind: work / f"corpus-{docs}" / f"{kind}-planted.json" for kind in seconds}
     quality = {kind: score(work / f"out-{docs}-{kind}", planted[kind]) for kind in seconds}
@@ -142,6 +146,7 @@ def run_size(work: Path, docs: int, rounds: int, executor: str) -> dict[str, Any
         "seconds": {kind: spread(values) for kind, values in seconds.items()},
         # template seconds / plain seconds, per round (round_ratios divides its first by its second)
         "ratios": round_ratios(seconds["template"], seconds["plain"]),
+        "fit_seconds": fit_seconds,
         "total_mib": memory,
         "quality": quality,
     }
@@ -166,7 +171,8 @@ def main() -> None:
             f"template / plain per round {describe(result['ratios'], 2, 'x')}; planted copies found "
             f"{found['template']['found']}/{found['template']['planted']} (template), "
             f"{found['plain']['found']}/{found['plain']['planted']} (plain); wrong drops "
-            f"{found['template']['wrong_drops']} / {found['plain']['wrong_drops']}"
+            f"{found['template']['wrong_drops']} / {found['plain']['wrong_drops']}; fit seconds "
+            f"{result['fit_seconds']['template']} / {result['fit_seconds']['plain']}"
         )
     (args.json or args.work / "report.json").write_text(json.dumps(results, indent=1))
 

@@ -160,11 +160,7 @@ def prefix_tokens(
     shared_keys = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
     if len(shared_keys) == 0:
         return prefixes[:0], np.zeros_like(offsets)
-    bits = table_bits(len(shared_keys))
-    keep = np.empty(len(keys), dtype=np.bool_)
-    _members_kernel(
-        shared_keys, keys, np.empty(1 << bits, np.uint64), np.zeros(1 << bits, np.bool_), bits, keep
-    )
+    keep = members(shared_keys, keys)
     kept_offsets = np.concatenate([[0], np.cumsum(keep)])[offsets]
     return prefixes[keep], kept_offsets
 
@@ -184,10 +180,19 @@ def slot(keys: np.ndarray, filled: np.ndarray, key: np.uint64, bits: int) -> int
     return i
 
 
+def members(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Per key, whether it is one of `values` (both uint64): a hash set, one probe per key."""
+    bits = table_bits(len(values))
+    found = np.empty(len(keys), dtype=np.bool_)
+    table = np.empty(1 << bits, np.uint64), np.zeros(1 << bits, np.bool_)
+    _members_kernel(values, keys, *table, bits, found)
+    return found
+
+
 @nb.njit(cache=True, nogil=True)
-def _members_kernel(members, keys, table_keys, table_filled, bits, out):  # type: ignore[no-untyped-def]
-    """out[i]: whether keys[i] is one of `members` (a hash set in arrays `prefix_tokens` allocates)."""
-    for member in members:
+def _members_kernel(values, keys, table_keys, table_filled, bits, out):  # type: ignore[no-untyped-def]
+    """out[i]: whether keys[i] is one of `values` (a hash set in arrays `members` allocates)."""
+    for member in values:
         found = slot(table_keys, table_filled, member, bits)
         table_keys[found], table_filled[found] = member, True
     for i in range(len(keys)):
