@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
+from dataclean.feedback.megatron_log import is_megatron_log, megatron_step_log
 
 _FORMATS = {
     ".parquet": "parquet",
@@ -188,6 +189,8 @@ def read_loss_log(path: str | Path) -> Log:
 
 def read_step_log(path: str | Path) -> Log:
     """Read a step log; several rows for one step (e.g. one per rank) are averaged."""
+    if is_megatron_log(path):  # Megatron-LM's iteration lines (dataclean.feedback.megatron_log)
+        return megatron_step_log(path)
     log = _read_log(path, S.STEP_LOG_SCHEMA, S.STEP_LOG_REQUIRED, "step log")
     table = log.table.filter(pc.is_valid(log.table.column(C.STEP)))
     if table.num_rows and len(pc.unique(table.column(C.STEP))) < table.num_rows:
