@@ -19,14 +19,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import dataclean
 from dataclean.executors.base import Executor, require_executor
 from dataclean.io.layout import Layout
 from dataclean.io.readers import ReadOptions
-from dataclean.io.shards import discover
+from dataclean.io.shards import Shard, discover
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
 from dataclean.run.config import config_hash, declared, describe
 from dataclean.run.kernel_cache import kernels_cached, mark_kernels_cached
@@ -45,7 +45,7 @@ from dataclean.run.progress import RunProgress, Silent
 from dataclean.run.routing import redaction
 from dataclean.run.shard import GroupTask, GroupWorker
 from dataclean.run.stats import summarize
-from dataclean.stage import FitContext, Stage
+from dataclean.stage import FitContext, GlobalStage, Stage
 
 # About how long an embedded Ray takes to start on 2 busy cores (measured here: 2.5-4.5 s).
 RAY_START_SECONDS = 3.0
@@ -100,12 +100,7 @@ def run_pipeline(
             return {**read_json(layout.stats), ALREADY_COMPLETE: True}
         clear_output(layout)  # same config, changed inputs: a completed run starts over
         resumed = None
-    megabytes = sum(shard.size for shard in shards) / 1e6
-    files = f"{len(shards):,} input file{'s' if len(shards) != 1 else ''}"
-    if resumed is not None:
-        progress.step(f"resuming the run in {layout.root} (same config): {files}, {megabytes:,.1f} MB")
-    else:
-        progress.step(f"{files}, {megabytes:,.1f} MB")
+    _say_inputs(progress, layout, shards, resumed is not None)
     write_json(layout.manifest, manifest)
     for stage in stages:  # before they are shipped to the workers (Stage.prepare)
         stage.prepare(f"{layout.work}/prepare-{stage.name}")
@@ -113,40 +108,13 @@ def run_pipeline(
 
     redactor, unredacted = redaction(list(stages))
     all_stats: list[dict[str, Any]] = []
-    fit_seconds: dict[str, float] = {}
-    fit_stats: dict[str, dict[str, Any]] = {}
+    fits: dict[str, _Fit] = {}
     for number, group in enumerate(groups):
         final = number == len(groups) - 1
         worker = GroupWorker(group.stages, group.observer, layout, read_options, final, redactor, unredacted)
-        tasks, done = [], []
-        for shard in shards:
-            recorded = task_done(layout, number, shard)
-            if recorded is not None:
-                done.append(recorded)
-                continue
-            sources = None
-            if number > 0:
-                sources = tuple(parquet_files(layout.group(number - 1), f"{layout.shard_stem(shard.index)}-"))
-            tasks.append(GroupTask(number, shard, sources))
-        label = _group_label(group)
-        progress.group(label, len(shards), len(done))
-
-        def finished(_index: int, result: dict[str, Any], label: str = label) -> None:
-            rows, text_bytes = _read_counts(result)
-            progress.task(label, rows, text_bytes)
-
-        all_stats.extend(done)
-        all_stats.extend(executor.map(worker, tasks, on_result=finished))
+        all_stats.extend(_run_group(number, group, worker, shards, layout, executor, progress))
         if group.observer is not None:
-            summaries = parquet_files(layout.summaries(number))
-            summary_shards = [layout.shard_of(path) for path in summaries]
-            scratch = f"{layout.work}/fit-{group.observer.name}"
-            progress.step(f"{group.observer.name}: fitting over the whole corpus")
-            fit_started = time.perf_counter()
-            returned = group.observer.fit(FitContext(summaries, scratch, executor, summary_shards))
-            fit_seconds[group.observer.name] = time.perf_counter() - fit_started
-            if returned:
-                fit_stats[group.observer.name] = dict(returned)
+            fits[group.observer.name] = _fit(number, group.observer, layout, executor, progress)
 
     if nodes is not None:
         nodes.close()  # (a run that fails leaves it watching until the executor closes)
@@ -155,7 +123,11 @@ def run_pipeline(
         if stage.outputs.records is not None:
             merge_records(layout, stage)
     stats = summarize(
-        all_stats, [s.name for s in stages], time.perf_counter() - started, fit_seconds, fit_stats
+        all_stats,
+        [s.name for s in stages],
+        time.perf_counter() - started,
+        {name: fit.seconds for name, fit in fits.items()},
+        {name: fit.stats for name, fit in fits.items() if fit.stats},
     )
     write_json(layout.stats, stats)
     manifest["complete"] = True
@@ -166,6 +138,68 @@ def run_pipeline(
         progress.step("writing report")
         write_run_report(layout.root)
     return stats
+
+
+def _say_inputs(progress: RunProgress, layout: Layout, shards: Sequence[Shard], resumed: bool) -> None:
+    """The run's first progress line about its inputs (and whether it resumes an earlier run)."""
+    megabytes = sum(shard.size for shard in shards) / 1e6
+    files = f"{len(shards):,} input file{'s' if len(shards) != 1 else ''}"
+    if resumed:
+        progress.step(f"resuming the run in {layout.root} (same config): {files}, {megabytes:,.1f} MB")
+    else:
+        progress.step(f"{files}, {megabytes:,.1f} MB")
+
+
+def _run_group(
+    number: int,
+    group: Group,
+    worker: GroupWorker,
+    shards: Sequence[Shard],
+    layout: Layout,
+    executor: Executor,
+    progress: RunProgress,
+) -> list[dict[str, Any]]:
+    """One stage group over every shard: the tasks an earlier run finished are taken from their
+    done markers, the others mapped on the executor; every task's stats, in shard order."""
+    tasks, done = [], []
+    for shard in shards:
+        recorded = task_done(layout, number, shard)
+        if recorded is not None:
+            done.append(recorded)
+            continue
+        sources = None
+        if number > 0:
+            sources = tuple(parquet_files(layout.group(number - 1), f"{layout.shard_stem(shard.index)}-"))
+        tasks.append(GroupTask(number, shard, sources))
+    label = _group_label(group)
+    progress.group(label, len(shards), len(done))
+
+    def finished(_index: int, result: dict[str, Any]) -> None:
+        rows, text_bytes = _read_counts(result)
+        progress.task(label, rows, text_bytes)
+
+    return [*done, *executor.map(worker, tasks, on_result=finished)]
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """A barrier's fit: its seconds on the driver and the statistics it returned."""
+
+    seconds: float
+    stats: dict[str, Any]
+
+
+def _fit(
+    number: int, barrier: GlobalStage, layout: Layout, executor: Executor, progress: RunProgress
+) -> _Fit:
+    """The barrier's `fit` over the summaries group `number` wrote, timed."""
+    summaries = parquet_files(layout.summaries(number))
+    summary_shards = [layout.shard_of(path) for path in summaries]
+    scratch = f"{layout.work}/fit-{barrier.name}"
+    progress.step(f"{barrier.name}: fitting over the whole corpus")
+    started = time.perf_counter()
+    returned = barrier.fit(FitContext(summaries, scratch, executor, summary_shards))
+    return _Fit(time.perf_counter() - started, dict(returned or {}))
 
 
 def _compile(stages: Sequence[Stage], executor: Executor, progress: RunProgress) -> NodeKernels | None:
