@@ -137,3 +137,29 @@ def test_document_losses_and_suspects_of_a_data_spike(tmp_path: Path) -> None:
     scores = [row["score"] for row in listed]
     assert None not in scores and scores == sorted(scores, reverse=True)
     assert scores[0] == max(got[(row["sample_id"], spike_iteration)][0] for row in listed)
+
+
+def test_the_suspects_command_lists_the_documents_of_the_data_spike_only(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from dataclean.cli import cli
+    from dataclean.quarantine.lists import read_list
+
+    texts = paragraphs(60)
+    prefix, _ = export_run(tmp_path, "one", texts, files=1)
+    build([prefix], None, 400 * 4, tmp_path / "cache")
+    log = tmp_path / "train.log"
+    write_training_log(log)
+    options = ["--data-path", prefix, "--cache-dir", str(tmp_path / "cache"), "--seq-length", str(SEQ)]
+    options += ["--global-batch-size", "4", "--dp-size", "2"]
+    result = CliRunner().invoke(
+        cli, ["megatron", "suspects", str(log), *options, "-o", str(tmp_path / "list.parquet")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "iteration 250" in result.output and "data" in result.output and "fp16_overflow" in result.output
+    cache = load_cache(str(tmp_path / "cache"), Settings([prefix], None, SEQ))
+    located = Locator(cache, Batching(4, None, 2), with_text=False).iteration(250)
+    expected = {span.id for sample in located for span in sample.spans}
+    listed = read_list(str(tmp_path / "list.parquet")).to_pylist()
+    assert {row["sample_id"] for row in listed} == expected
+    assert {row["reason"] for row in listed} == {"megatron_data_spike:iteration_250"}

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
+from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.export.megatron.cache import Settings, load_cache, parse_data_path
 from dataclean.export.megatron.filter import filter_prefix
 from dataclean.export.megatron.locate import Batching, LocatedSample, Locator, TokenizerDecoder, decode_bytes
+from dataclean.export.source import input_files
 from dataclean.export.tokenizer import BYTES, PackTokenizer
+from dataclean.io.files import read_parquet, write_parquet
+from dataclean.quarantine.lists import write_list
 
 TEXT_SHOWN = 100
 
@@ -55,30 +60,57 @@ def _print(sample: LocatedSample) -> None:
         )
 
 
+def _data_options(command: Any) -> Any:
+    """The options that say which data a run read and how it batched it (locate's)."""
+    options = [
+        click.option(
+            "--data-path",
+            "data_path",
+            multiple=True,
+            required=True,
+            help="As given to Megatron: 'PREFIX' or 'W1 PREFIX1 W2 PREFIX2 ...' (quoted, or repeated).",
+        ),
+        click.option("--cache-dir", required=True, help="Megatron's --data-cache-path (its .npy indices)."),
+        click.option("--seq-length", type=int, required=True),
+        click.option("--global-batch-size", type=int, required=True),
+        click.option("--micro-batch-size", type=int, default=None, help="Default: global batch / dp size."),
+        click.option("--dp-size", type=int, default=1, show_default=True, help="Data-parallel size."),
+        click.option(
+            "--split", "split_string", default=None, help="Megatron's --split, to tell caches apart."
+        ),
+        click.option("--seed", type=int, default=None, help="Megatron's --seed (default: any)."),
+        click.option(
+            "--train-samples", type=int, default=None, help="To tell apart caches of other run lengths."
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _locator(
+    data_path: tuple[str, ...],
+    cache_dir: str,
+    seq_length: int,
+    global_batch_size: int,
+    micro_batch_size: int | None,
+    dp_size: int,
+    split_string: str | None,
+    seed: int | None,
+    train_samples: int | None,
+    decode: Any = None,
+    with_text: bool = True,
+) -> Locator:
+    prefixes, weights = parse_data_path([word for value in data_path for word in value.split()])
+    settings = Settings(prefixes, weights, seq_length, "train", seed, split_string, train_samples)
+    batching = Batching(global_batch_size, micro_batch_size, dp_size)
+    return Locator(load_cache(cache_dir, settings), batching, decode=decode, with_text=with_text)
+
+
 @megatron.command("locate")
-@click.option(
-    "--data-path",
-    "data_path",
-    multiple=True,
-    required=True,
-    help="As given to Megatron: 'PREFIX' or 'W1 PREFIX1 W2 PREFIX2 ...' (quoted, or repeated).",
-)
-@click.option(
-    "--cache-dir", required=True, help="Megatron's --data-cache-path (the folder of its .npy indices)."
-)
-@click.option("--seq-length", type=int, required=True)
-@click.option("--global-batch-size", type=int, required=True)
+@_data_options
 @click.option("--iteration", type=int, default=None, help="As Megatron's log numbers it (from 1).")
 @click.option("--iterations", "iteration_span", default=None, metavar="A-B", help="Several iterations.")
-@click.option("--micro-batch-size", type=int, default=None, help="Default: global batch / dp size.")
-@click.option("--dp-size", type=int, default=1, show_default=True, help="Data-parallel size.")
-@click.option(
-    "--split", "split_string", default=None, help="Megatron's --split (e.g. 969,30,1), to tell caches apart."
-)
-@click.option("--seed", type=int, default=None, help="Megatron's --seed (default: any).")
-@click.option(
-    "--train-samples", type=int, default=None, help="To tell apart caches of runs of other lengths."
-)
 @click.option(
     "--consumed-samples",
     type=int,
@@ -114,13 +146,22 @@ def locate(
     iterations = _iterations(iteration, iteration_span)
     if consumed_samples is not None and len(iterations) > 1:
         raise ConfigError("--consumed-samples goes with one --iteration")
-    prefixes, weights = parse_data_path([word for value in data_path for word in value.split()])
-    settings = Settings(prefixes, weights, seq_length, "train", seed, split_string, train_samples)
-    batching = Batching(global_batch_size, micro_batch_size, dp_size)
     decode = None
     if tokenizer_spec is not None:
         decode = decode_bytes if tokenizer_spec == BYTES else TokenizerDecoder(PackTokenizer(tokenizer_spec))
-    locator = Locator(load_cache(cache_dir, settings), batching, decode=decode, with_text=not no_text)
+    locator = _locator(
+        data_path,
+        cache_dir,
+        seq_length,
+        global_batch_size,
+        micro_batch_size,
+        dp_size,
+        split_string,
+        seed,
+        train_samples,
+        decode,
+        not no_text,
+    )
     located = [s for i in iterations for s in locator.iteration(i, consumed_samples)]
     if as_json:
         click.echo(json.dumps([s.to_json() for s in located], ensure_ascii=False, indent=1))
@@ -145,3 +186,105 @@ def filter_command(
         f"{summary['left_out']:,} left out ({summary['tokens_left_out']:,} tokens), "
         f"{summary['downweighted']:,} down-weighted"
     )
+
+
+@megatron.command("losses")
+@click.argument("folder")
+@_data_options
+@click.option("-o", "--output", required=True, help="The per-sample loss log to write (Parquet).")
+def losses_command(
+    folder: str,
+    data_path: tuple[str, ...],
+    cache_dir: str,
+    seq_length: int,
+    global_batch_size: int,
+    micro_batch_size: int | None,
+    dp_size: int,
+    split_string: str | None,
+    seed: int | None,
+    train_samples: int | None,
+    output: str,
+) -> None:
+    """Per-document losses from FOLDER (the loss_func hook's files) for `dataclean feedback --losses`."""
+    from dataclean.feedback.megatron import document_losses
+
+    locator = _locator(
+        data_path,
+        cache_dir,
+        seq_length,
+        global_batch_size,
+        micro_batch_size,
+        dp_size,
+        split_string,
+        seed,
+        train_samples,
+        with_text=False,
+    )
+    table = document_losses(folder, locator)
+    write_parquet(output, table)
+    click.echo(f"wrote {output}: {table.num_rows:,} (document, iteration) losses")
+
+
+@megatron.command("suspects")
+@click.argument("train_log")
+@_data_options
+@click.option(
+    "--losses", "losses_path", default=None, help="Per-document losses (`dataclean megatron losses`)."
+)
+@click.option(
+    "--corpus", default=None, help="The dataclean output exported (its ppl ranks suspects without losses)."
+)
+@click.option("-o", "--output", required=True, help="The quarantine list to write (entries for review).")
+def suspects_command(
+    train_log: str,
+    data_path: tuple[str, ...],
+    cache_dir: str,
+    seq_length: int,
+    global_batch_size: int,
+    micro_batch_size: int | None,
+    dp_size: int,
+    split_string: str | None,
+    seed: int | None,
+    train_samples: int | None,
+    losses_path: str | None,
+    corpus: str | None,
+    output: str,
+) -> None:
+    """The documents of every data spike in TRAIN_LOG (Megatron's log) as quarantine entries for review."""
+    from dataclean.feedback.logs import read_step_log
+    from dataclean.feedback.megatron import step_spikes, suspects
+
+    locator = _locator(
+        data_path,
+        cache_dir,
+        seq_length,
+        global_batch_size,
+        micro_batch_size,
+        dp_size,
+        split_string,
+        seed,
+        train_samples,
+        with_text=False,
+    )
+    spikes = step_spikes(read_step_log(train_log).table)
+    losses = read_parquet(losses_path) if losses_path else None
+    perplexity = _corpus_perplexity(corpus) if corpus else None
+    listed = suspects(spikes, locator, losses=losses, perplexity=perplexity)
+    write_list(listed, output)
+    for spike in spikes:
+        click.echo(
+            f"iteration {spike.step}: loss {spike.loss:.4g} against {spike.level:.4g}: {spike.diagnosis}"
+        )
+    click.echo(f"wrote {output}: {listed.num_rows:,} documents of data spikes, for review")
+
+
+def _corpus_perplexity(corpus: str) -> dict[str, float]:
+    """id -> ppl of a dataclean output's kept rows (none when it has no ppl column)."""
+    found: dict[str, float] = {}
+    for path in input_files(corpus):
+        table = read_parquet(path)
+        if C.PPL in table.column_names:
+            for row in table.select([C.ID, C.PPL]).to_pylist():
+                if row[C.PPL] is not None:
+                    found[str(row[C.ID])] = float(row[C.PPL])
+    return found
