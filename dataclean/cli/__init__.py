@@ -132,6 +132,7 @@ LAZY_COMMANDS = {
     "megatron": "dataclean.export.megatron.cli",
     "pack": "dataclean.pack.cli",
     "supervise": "dataclean.feedback.supervise_cli",
+    "warmup": "dataclean.cli.warmup",
 }
 
 

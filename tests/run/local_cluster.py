@@ -29,10 +29,14 @@ MARK = "DATACLEAN_TEST_CLUSTER"
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return int(probe.getsockname()[1])
+def _free_port(avoid: range) -> int:
+    """A port free now, outside `avoid` (the node's worker ports: Ray refuses an overlap)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            port = int(probe.getsockname()[1])
+        if port not in avoid:
+            return port
 
 
 class LocalCluster:
@@ -52,6 +56,8 @@ class LocalCluster:
         """The environment of a process of this cluster (a node, or a driver joining it), with
         `cache` as its kernel cache when given."""
         env = {**os.environ, MARK: self.mark, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token}
+        # A raylet of a machine shared with other work can take longer than Ray's 10 s to register.
+        env["RAY_raylet_start_wait_time_s"] = "120"
         if cache is not None:
             env["NUMBA_CACHE_DIR"] = str(cache / "numba")
             env["XDG_CACHE_HOME"] = str(cache / "xdg")
@@ -79,6 +85,7 @@ class LocalCluster:
         folder = self.root / f"node{node}"
         folder.mkdir(parents=True, exist_ok=True)
         low = random.randrange(20_000, 60_000, 200)  # worker ports apart from other Rays' defaults
+        workers = range(low, low + 200)
         command = [
             RAY,
             "start",
@@ -100,9 +107,9 @@ class LocalCluster:
             "--runtime-env-agent-port",
             "--metrics-export-port",
         ):
-            command += [option, str(_free_port())]
+            command += [option, str(_free_port(workers))]
         if node == 1:
-            command += ["--head", "--port", str(_free_port()), "--include-dashboard", "false"]
+            command += ["--head", "--port", str(_free_port(workers)), "--include-dashboard", "false"]
         else:
             command += ["--address", self.address]
         done = subprocess.run(
