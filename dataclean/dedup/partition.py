@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataclean.dedup.alarms import source_counts
-from dataclean.dedup.sets import members
+from dataclean.dedup.sets import positions, repeated
 from dataclean.io.files import atomic_output, open_input, read_parquet
 
 PAIR_SCHEMA = pa.schema([pa.field("key", pa.uint64()), pa.field("node", pa.int64())])
@@ -178,15 +178,18 @@ def star_edges(keys: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     # Most keys are held by one row: find the shared ones with a sort of the keys alone (a plain
     # 64-bit sort is about 20x faster here than the permutation of an argsort), and order only
     # the pairs that carry one.
-    ordered = np.sort(keys)
-    shared_keys = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    shared_keys = repeated(np.sort(keys))
     if len(shared_keys) == 0:
         return np.empty((0, 2), dtype=np.int64)
-    carried = members(shared_keys, keys)
-    keys, nodes = keys[carried], nodes[carried]
-    order = np.argsort(keys)
-    keys = keys[order]
-    nodes = nodes[order]
+    rank = positions(shared_keys, keys)
+    carried = rank >= 0
+    rank, nodes = rank[carried], nodes[carried]
+    if len(nodes) and nodes.min() >= 0 and nodes.max() < 2**32:  # (key rank, node) in one sort
+        packed = np.sort((rank << 32) | nodes)
+        keys, nodes = packed >> 32, packed & 0xFFFFFFFF
+    else:
+        order = np.lexsort((nodes, rank))
+        keys, nodes = rank[order], nodes[order]
     first = np.ones(len(keys), dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
     starts = np.flatnonzero(first)
