@@ -94,6 +94,10 @@ def _row_bytes(files: Sequence[SourceFile], footers: dict[str, pq.FileMetaData],
     return total / max(rows, 1)
 
 
+def _stored_bytes(footer: pq.FileMetaData) -> int:
+    return sum(footer.row_group(group).total_byte_size for group in range(footer.num_row_groups))
+
+
 def find_duplicates(
     summaries: Sequence[str],
     scratch: str,
@@ -127,7 +131,12 @@ def find_duplicates(
     workers = executor.workers
 
     key_partitions = _partitions(nodes * _row_bytes(files, footers, {"keys"}) * 2, workers)
-    described = [[source.path, source.rows, source.earlier, source.shard] for source in all_files]
+    # What the persisted rounds depend on: the summary files (with their bytes, which change with
+    # the band settings) and the partition count; a fit with other inputs starts afresh.
+    described = [
+        [source.path, source.rows, source.earlier, source.shard, _stored_bytes(footers[source.path])]
+        for source in all_files
+    ]
     rounds = Rounds(posixpath.join(scratch, "components"), fingerprint([described, key_partitions]))
     if rounds.resumed_from is None:
         pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
