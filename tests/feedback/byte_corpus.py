@@ -8,8 +8,8 @@ packed sequence does). Chinese is harder per byte for a byte-level model than En
 a character), which is what the kinds tests need: a language that is harder is not a bad kind.
 
 The corruptions are what a crawl really delivers: mojibake (UTF-8 read as cp1252), control
-characters sprayed through the text, random bytes, a repeated junk run, and (`spam`) coupon spam
-whose codes and tracking links are random characters.
+characters sprayed through the text, random bytes, a repeated junk run, and (`spam_text`) a
+coupon-code dump whose codes and tracking links are random characters.
 """
 
 from __future__ import annotations
@@ -42,25 +42,15 @@ def source_texts() -> dict[str, tuple[str, str]]:
 
 
 def spam_text(rng: np.random.Generator, size: int = 20_000) -> str:
-    """Coupon spam: a few template lines with random codes, prices and tracking links."""
-    alphabet = np.array(list("ABCDEFGHJKLMNPQRSTUVWXYZ23456789"))
-    hexdigits = np.array(list("0123456789abcdef"))
+    """A coupon-code dump page: lines of random codes and tracking links between a few words (the
+    kind of page a spam site serves by the thousand; its codes are noise a model never learns)."""
+    alphabet = np.array(list("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz23456789"))
     lines = []
     while sum(len(line) + 1 for line in lines) < size:
-        code = "".join(rng.choice(alphabet, 8))
-        track = "".join(rng.choice(hexdigits, 16))
+        codes = " ".join("".join(rng.choice(alphabet, 7)) for _ in range(3))
+        track = "".join(rng.choice(alphabet, 18))
         off = int(rng.integers(10, 90))
-        lines.append(
-            str(
-                rng.choice(
-                    [
-                        f"USE CODE {code} FOR {off}% OFF!!! https://deals-codes.example/r/{track}",
-                        f"Verified {code} coupon -{off}% today only >> deals-codes.example/?t={track}",
-                        f"{code} | {off}% off | click https://deals-codes.example/go/{track} NOW",
-                    ]
-                )
-            )
-        )
+        lines.append(f"{codes} -{off}% deals-codes.example/r?t={track}")
     return "\n".join(lines)
 
 
@@ -117,3 +107,22 @@ def planted_stream(
         i: bytes(r.astype(np.uint8)).decode("utf-8", errors="replace") for i, r in zip(ids, rows, strict=True)
     }
     return ids, np.stack(rows), texts
+
+
+def text_samples(text: str, count: int, rng: np.random.Generator) -> list[str]:
+    """`count` pieces of `text` cut at random characters, each just long enough for LENGTH + 1
+    bytes of UTF-8 (a whole-character sample a corpus row can hold)."""
+    pieces = []
+    for start in rng.integers(0, len(text) - 4 * LENGTH, count):
+        end = int(start) + (LENGTH + 1) // 3
+        while len(text[start:end].encode("utf-8")) < LENGTH + 1:
+            end += 1
+        pieces.append(text[start:end])
+    return pieces
+
+
+def as_bytes(texts: list[str]) -> np.ndarray:
+    """The first LENGTH + 1 bytes of each text's UTF-8 (count x LENGTH + 1)."""
+    return np.stack([np.frombuffer(t.encode("utf-8")[: LENGTH + 1], dtype=np.uint8) for t in texts]).astype(
+        np.int64
+    )

@@ -24,7 +24,8 @@ import pyarrow.dataset as ds
 from dataclean import columns as C
 from dataclean.errors import InputError
 from dataclean.feedback import schema as S
-from dataclean.feedback.analysis.kinds import DEFAULT_COLUMNS, URL, URL_HOST, Kind, review_kinds
+from dataclean.feedback.analysis.groups import URL, column_values
+from dataclean.feedback.analysis.kinds import Kind, kind_columns, review_kinds
 from dataclean.feedback.analysis.outliers import find_outliers
 from dataclean.feedback.corpus import corpus_files, read_corpus_rows
 from dataclean.feedback.detectors import EXCUSED, DiagnosisRules, Spike, diagnose
@@ -213,15 +214,18 @@ def analyze(
 
 
 def read_corpus_groups(corpus: str | Path, ids: list[str], extra: tuple[str, ...] = ()) -> pa.Table:
-    """The corpus rows of `ids` with `id`, `text` and every column a kind of sample is grouped by."""
+    """The corpus rows of `ids` with `id`, `text`, `lang` and every column a kind of sample is
+    grouped by (a `struct.field` the user names reads its struct)."""
     dataset = ds.dataset(corpus_files(corpus), format="parquet")
-    names = dataset.schema.names
-    missing = [c for c in extra if c not in names and not (c == URL_HOST and URL in names)]
+    schema = dataset.schema
+    empty = schema.empty_table()
+    missing = [c for c in extra if column_values(empty, c) is None]
     if missing:
-        raise InputError(str(corpus), f"no column {missing[0]!r} to group by (columns: {', '.join(names)})")
-    wanted = [C.ID, C.TEXT, *DEFAULT_COLUMNS, URL, *extra]
-    wanted += [n for n in names if n.startswith("quality_")]
-    columns = [n for n in dict.fromkeys(wanted) if n in names]
+        names = ", ".join(schema.names)
+        raise InputError(str(corpus), f"no column {missing[0]!r} to group by (columns: {names})")
+    wanted = [C.ID, C.TEXT, C.LANG, URL, *kind_columns(schema, extra)]
+    wanted += [c.partition(".")[0] for c in extra]
+    columns = [n for n in dict.fromkeys(wanted) if n in schema.names]
     return dataset.to_table(columns=columns, filter=ds.field(C.ID).isin(ids))
 
 
