@@ -1,0 +1,155 @@
+"""`dataclean export megatron` against Megatron-LM's `tools/preprocess_data.py`, same corpus,
+tokenizer and run.
+
+    python benchmarks/bench_megatron.py [--data PATH] [--rounds 3] [--repeat 1]
+
+`preprocess_data.py` is a script of the Megatron-LM repository, not of the megatron-core wheel,
+and it needs Megatron-LM's training package for its arguments and tokenizer; so its documented
+behaviour is reproduced here with megatron-core's own writer: JSON lines read from one file
+(`--partitions 1`), a `multiprocessing.Pool(workers)` whose workers `json.loads` each line and
+tokenize its text (`imap`, chunks of 32), the end-of-document id appended (`--append-eod`), and
+the driver adding each document to megatron-core's `IndexedDatasetBuilder` with
+`DType.optimal_dtype(vocab_size)`, then `finalize`. The tokenizer is the same tokenizer.json for
+both, called per document as Megatron's Hugging Face wrapper does (`tokenizers` directly, no
+special tokens), a byte-level BPE of 8,192 tokens trained here on the corpus.
+
+dataclean: `export_megatron` from the run's Parquet files, on the local executor (one worker) and
+a warm 2-worker Ray, writing the ids file besides the `.bin/.idx`. Agreement: the reproduction is
+fed the documents in dataclean's export order, so both `.bin` and `.idx` must be byte-identical.
+Benchmarks only: tests never import this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import corpus  # noqa: E402
+from benchmarks.bench_pack import EOS, samples, train_tokenizer, write_run  # noqa: E402
+from benchmarks.rounds import describe, round_ratios, timed_rounds  # noqa: E402
+from dataclean.executors.local import LocalExecutor  # noqa: E402
+from dataclean.export.megatron.run import export_megatron  # noqa: E402
+from dataclean.export.tokenizer import PackTokenizer  # noqa: E402
+
+FILES = 8
+
+
+class Encoder:
+    """preprocess_data.py's Encoder: the tokenizer built once per pool worker (`initializer`)."""
+
+    tokenizer: Any = None
+    eod = 0
+
+    def __init__(self, tokenizer_path: str) -> None:
+        self.tokenizer_path = tokenizer_path
+
+    def initializer(self) -> None:
+        from tokenizers import Tokenizer
+
+        Encoder.tokenizer = Tokenizer.from_file(self.tokenizer_path)
+        Encoder.eod = Encoder.tokenizer.token_to_id(EOS)
+
+    def encode(self, json_line: str) -> tuple[list[int], list[int], int]:
+        text = json.loads(json_line)["text"]
+        ids = Encoder.tokenizer.encode(text, add_special_tokens=False).ids
+        if ids:
+            ids.append(Encoder.eod)
+        return ids, [len(ids)] if ids else [], len(json_line)
+
+
+def preprocess_data(jsonl: Path, tokenizer_path: Path, prefix: Path, workers: int, vocab_size: int) -> None:
+    """tools/preprocess_data.py --input JSONL --json-keys text --append-eod --workers N, reproduced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.datasets import indexed_dataset
+
+    encoder = Encoder(str(tokenizer_path))
+    builder = indexed_dataset.IndexedDatasetBuilder(
+        str(prefix) + ".bin", dtype=indexed_dataset.DType.optimal_dtype(vocab_size)
+    )
+    with (
+        open(jsonl, encoding="utf-8") as lines,
+        multiprocessing.Pool(workers, initializer=encoder.initializer) as pool,
+    ):
+        for ids, lengths, _ in pool.imap(encoder.encode, lines, 32):
+            builder.add_document(ids, lengths)
+    builder.finalize(str(prefix) + ".idx")
+
+
+def export_order(texts: list[str]) -> list[str]:
+    """The documents in dataclean's export order (files by name; write_run deals rows round robin)."""
+    return [texts[r] for k in range(FILES) for r in range(k, len(texts), FILES)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    corpus.add_data_argument(parser)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=1, help="copies of the corpus")
+    args = parser.parse_args()
+    corpus.use_data(args.data, args.generated)
+    from dataclean.executors.ray import RayExecutor
+
+    texts = samples(args.repeat)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        run = write_run(work / "run", texts)
+        jsonl = work / "corpus.jsonl"
+        jsonl.write_text(
+            "".join(json.dumps({"text": t}) + "\n" for t in export_order(texts)), encoding="utf-8"
+        )
+        tokenizer_path = train_tokenizer(texts[: len(texts) // args.repeat], work / "tokenizer.json")
+        tokenizer = PackTokenizer(str(tokenizer_path))
+        megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+        ray = RayExecutor(workers=2)
+        try:
+            candidates = {
+                "preprocess_data_1": lambda: preprocess_data(
+                    jsonl, tokenizer_path, work / "m1", 1, tokenizer.vocab_size
+                ),
+                "dataclean_local": lambda: export_megatron(
+                    str(run), str(work / "d1" / "corpus"), tokenizer, LocalExecutor(), overwrite=True
+                ),
+                "preprocess_data_2": lambda: preprocess_data(
+                    jsonl, tokenizer_path, work / "m2", 2, tokenizer.vocab_size
+                ),
+                "dataclean_ray_2": lambda: export_megatron(
+                    str(run), str(work / "d2" / "corpus"), tokenizer, ray, overwrite=True
+                ),
+            }
+            seconds = timed_rounds(candidates, args.rounds)
+        finally:
+            ray.close()
+        same = {
+            suffix: (work / f"m1{suffix}").read_bytes() == (work / "d1" / f"corpus{suffix}").read_bytes()
+            for suffix in (".bin", ".idx")
+        }
+        same_ray = (work / "d1" / "corpus.bin").read_bytes() == (work / "d2" / "corpus.bin").read_bytes()
+        summary = json.loads((work / "d1" / "corpus.json").read_text())
+
+    print(
+        f"corpus: {len(texts):,} documents, {megabytes:.1f} MB, {summary['tokens']:,} tokens "
+        f"({summary['dtype']})"
+    )
+    for name, values in seconds.items():
+        print(f"  {name:18} {describe([megabytes / s for s in values], 2, ' MB/s')}")
+    local = round_ratios(seconds["preprocess_data_1"], seconds["dataclean_local"])
+    on_ray = round_ratios(seconds["preprocess_data_2"], seconds["dataclean_ray_2"])
+    print(f"dataclean local (1 worker, with ids) / preprocess_data 1 worker: {describe(local, 2, 'x')}")
+    print(f"dataclean Ray 2 (with ids) / preprocess_data 2 workers: {describe(on_ray, 2, 'x')}")
+    print(
+        f"agreement: .bin identical {same['.bin']}, .idx identical {same['.idx']}; Ray 2 = local: {same_ray}"
+    )
+
+
+if __name__ == "__main__":
+    main()
