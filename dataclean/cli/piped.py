@@ -17,8 +17,8 @@ and `sys.stderr` at one `StampedStream` over the real stderr, which:
 
 Ray's messages go to stderr with the rest: they say what happens to the run, and stdout keeps
 only what the command prints when it ends (the summary table, after this is undone).
-Output from Ray's C++ core written to the process's file descriptor 2 directly bypasses Python
-and is not stamped (none appeared in the runs this was built on).
+What Ray's C++ core writes to the process's file descriptor 2 itself bypasses Python and is not
+stamped: the crash report it prints when the driver is killed by a signal, for one.
 """
 
 from __future__ import annotations

@@ -132,6 +132,8 @@ class NodeKernels:
             self._failed(number, error)
             return
         self.compiled[number] = time.perf_counter() - started
+        if self._stop.is_set():
+            return  # the run has ended (and said its last line) before this node was done
         self._progress.note(f"node {number}: kernels compiled in {self.compiled[number]:.1f} s")
 
     def _failed(self, number: int, error: BaseException) -> None:
