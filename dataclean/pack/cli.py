@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from dataclean.executors import make_executor
+from dataclean.export.progress import Lines, Silent
 from dataclean.pack.run import ROWS_PER_FILE, pack_corpus
 from dataclean.pack.tokenizer import PackTokenizer
 
@@ -37,6 +38,7 @@ from dataclean.pack.tokenizer import PackTokenizer
 @click.option("--workers", type=int, default=None, help="Parallel workers (default: all CPUs).")
 @click.option("--rows-per-file", type=int, default=ROWS_PER_FILE, show_default=True)
 @click.option("--overwrite", is_flag=True, help="Replace an existing PACKED folder.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
 def pack(
     run_folder: str,
     output: str,
@@ -52,6 +54,7 @@ def pack(
     workers: int | None,
     rows_per_file: int,
     overwrite: bool,
+    quiet: bool,
 ) -> None:
     """Tokenize OUT's kept rows and pack whole samples into sequences of exactly --seq-len tokens."""
     tokenizer = PackTokenizer(tokenizer_spec, eos_token, pad_token)
@@ -67,6 +70,7 @@ def pack(
             quarantine=quarantine_list,
             rows_per_file=rows_per_file,
             overwrite=overwrite,
+            progress=Silent() if quiet else Lines("pack"),
         )
     finally:
         engine.close()

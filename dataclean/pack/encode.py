@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.export.source import Listed, kept_batches
@@ -29,11 +30,12 @@ __all__ = ["TOKENS", "TOKEN_SCHEMA", "EncodeFile", "EncodeResult", "Listed"]
 @dataclass
 class EncodeResult:
     """What a job tells the driver: each kept sample's length (tokens + end-of-sample), rows
-    read and rows the quarantine list dropped."""
+    read, rows the quarantine list dropped and UTF-8 bytes of text tokenized."""
 
     lengths: np.ndarray
     rows: int
     quarantined: int
+    text_bytes: int = 0
 
 
 @dataclass
@@ -48,15 +50,17 @@ class EncodeFile:
 
         source, target = item
         lengths: list[np.ndarray] = []
-        rows = quarantined = 0
+        rows = quarantined = text_bytes = 0
         with atomic_output(target) as sink, pq.ParquetWriter(sink, TOKEN_SCHEMA) as writer:
             for batch in kept_batches(source, self.listed, with_hash=False):
                 rows += batch.rows_read
                 quarantined += batch.quarantined
+                text_bytes += int(pc.sum(pc.binary_length(batch.table.column(C.TEXT))).as_py() or 0)
                 encoded, length = self._encode(batch.table)
                 writer.write_table(encoded)
                 lengths.append(length)
-        return EncodeResult(np.concatenate(lengths) if lengths else np.zeros(0, np.int64), rows, quarantined)
+        found = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        return EncodeResult(found, rows, quarantined, text_bytes)
 
     def _encode(self, table: pa.Table) -> tuple[pa.Table, np.ndarray]:
         """Tokens of every row followed by the end-of-sample id, as a list<int32> column."""

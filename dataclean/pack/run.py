@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 
 from dataclean import __version__
 from dataclean.errors import ConfigError
+from dataclean.export.progress import ExportProgress, Silent
 from dataclean.export.source import input_files
 from dataclean.io.files import fresh_folder, make_dirs, remove_tree
 from dataclean.io.shards import filesystem
@@ -46,8 +47,12 @@ def pack_corpus(
     quarantine: str | None = None,
     rows_per_file: int = ROWS_PER_FILE,
     overwrite: bool = False,
+    progress: ExportProgress | None = None,
 ) -> dict[str, Any]:
-    """Tokenize and pack `run_folder`'s kept rows into `output`; returns what pack.json holds."""
+    """Tokenize and pack `run_folder`'s kept rows into `output`; returns what pack.json holds.
+    `progress` hears of each input file tokenized and of the later steps (the exporters' shared
+    `dataclean.export.progress`)."""
+    progress = progress if progress is not None else Silent()
     if seq_len < 2:
         raise ConfigError(f"--seq-len: must be at least 2, got {seq_len}")
     if rows_per_file < 1:
@@ -63,7 +68,14 @@ def pack_corpus(
     scratch = [posixpath.join(tokens_folder, f"f{i:05d}.parquet") for i in range(len(sources))]
     listed = Listed.read(quarantine) if quarantine else None
     items = list(zip(sources, scratch, strict=True))
-    encoded: list[EncodeResult] = executor.map(EncodeFile(tokenizer, listed), items)
+    progress.files(len(items), 0)
+    progress.step(f"tokenizing {len(items)} files ({getattr(executor, 'workers', 1)} workers)")
+
+    def report(_: int, result: EncodeResult) -> None:
+        progress.file_done(len(result.lengths), int(result.lengths.sum()), result.text_bytes)
+
+    encoded: list[EncodeResult] = executor.map(EncodeFile(tokenizer, listed), items, on_result=report)
+    progress.step("planning the packing")
 
     lengths = np.concatenate([r.lengths for r in encoded]) if encoded else np.zeros(0, np.int64)
     first_sample = np.concatenate([[0], np.cumsum([len(r.lengths) for r in encoded], dtype=np.int64)])
@@ -86,6 +98,7 @@ def pack_corpus(
                     start=plan.start[take],
                 )
             )
+    progress.step(f"writing {plan.sequences:,} sequences")
     scattered: list[list[int]] = executor.map(ScatterSpans(pieces_folder, rows_per_file), jobs)
     pieces: dict[int, list[str]] = {}
     for spans, parts_of_job in zip(jobs, scattered, strict=True):

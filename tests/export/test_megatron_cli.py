@@ -69,8 +69,15 @@ def test_export_locate_and_filter_from_the_command_line(tmp_path: Path) -> None:
     assert first_id not in read_ids(ids_path(new)).column("id").to_pylist()
 
 
-def test_export_pack_is_the_pack_command() -> None:
+def test_export_pack_is_the_pack_command_with_the_shared_progress(tmp_path: Path) -> None:
     from dataclean.export.cli import export
     from dataclean.pack.cli import pack
 
     assert export.commands["pack"] is pack
+    run = write_run(tmp_path / "run", paragraphs(20), files=2)
+    out = str(tmp_path / "packed")
+    arguments = [str(run), "-o", out, "--tokenizer", "bytes", "--seq-len", "512", "--executor", "local"]
+    result = CliRunner().invoke(cli, ["export", "pack", *arguments])
+    assert result.exit_code == 0, result.output
+    assert "pack: 1/2 files" in result.stderr and "pack: 2/2 files, 20 documents" in result.stderr
+    assert "20 samples" in result.stdout
