@@ -98,7 +98,14 @@ def pieces(text: str) -> list[str]:
         current.append(unit)
     if "".join(current).strip():
         out.append("".join(current).strip())
-    return [piece for piece in out if piece]
+    # a paragraph's short tail joins the piece before it, as a cut to about 400 characters would
+    merged: list[str] = []
+    for piece in (p for p in out if p):
+        if merged and len(piece) < TARGET // 2 and "```" not in piece:
+            merged[-1] += "\n\n" + piece
+        else:
+            merged.append(piece)
+    return merged
 
 
 def main() -> None:

@@ -201,6 +201,7 @@ def c4_outcome(  # type: ignore[no-untyped-def]  # (a numba helper: numba types 
     tokens,
     line_tokens,
     stack,
+    seg,
 ):
     """C4QualityFilter's document-level outcome over `text.splitlines()`: (0, sentences of the
     kept lines), or (1, 0) for lorem ipsum, (2, 0) for a curly bracket in a line that reached
@@ -237,7 +238,7 @@ def c4_outcome(  # type: ignore[no-untyped-def]  # (a numba helper: numba types 
         if found:
             continue
         if copied:
-            count = tokenize(buf, zero, b, flags, tables, mode, line_tokens, stack)
+            count = tokenize(buf, zero, b, flags, tables, mode, line_tokens, stack, seg)
             sentences += _sentences(buf, line_tokens, zero, count, flags)
         else:
             while k < len(tokens) and tokens[k, 0] < line_start:

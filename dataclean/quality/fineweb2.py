@@ -45,6 +45,11 @@ def label_configs() -> dict[str, str]:
     return {label: config for label, (config, _bits) in _labels().items()}
 
 
+def style_bits(names: list[str] | int) -> int:
+    """Word style names (`thresholds.json`) as the tokenizer's bits."""
+    return names if isinstance(names, int) else sum(STYLES[name] for name in names)
+
+
 def word_style(label: str) -> int:
     """The word style bits of a label's tokenizer (`dataclean.quality.tokenizer.STYLES`; 0 for a
     label without a config)."""
@@ -83,12 +88,13 @@ def fineweb2_tables(settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
     shipped = configs()
     tables = {}
     for label, (name, style) in _labels().items():
-        script = name.rsplit("_", 1)[1]
+        script = settings["scripts"].get(name.rsplit("_", 1)[1], {})
         tables[label] = {
             **settings["pipeline"],
             **thresholds(shipped[name]),
-            **settings["scripts"].get(script, {}),
+            **script,
             "fineweb2_config": name,
-            "word_style": style,
+            # the tokenizer's styles and the script's (Han: jieba's words, as FineWeb-2 counts)
+            "word_style": style | style_bits(script.get("word_style", [])),
         }
     return tables

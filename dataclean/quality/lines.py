@@ -2,7 +2,8 @@
 
 Helpers of `dataclean.quality.signals` (compiled code only): Gopher's duplicate paragraphs and
 lines, Gopher's bullet and ellipsis lines over `str.splitlines()`, FineWeb's lines over
-`str.split("\\n")`, and the terminal-punctuation test both FineWeb and C4 use.
+`str.split("\\n")`, the terminal-punctuation test both FineWeb and C4 use, and which characters
+are code (fenced or indented blocks: the code-aware Chinese rules).
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -130,10 +131,12 @@ def gopher_lines(cps, length, flags):  # type: ignore[no-untyped-def]
 
 
 @helper
-def fineweb_lines(cps, length, flags, short, quotes, keys, stamps, epoch, mask):  # type: ignore[no-untyped-def]
+def fineweb_lines(cps, length, flags, short, quotes, keys, stamps, epoch, mask, code, code_aware):  # type: ignore[no-untyped-def]
     """Over the non-blank lines of `text.split("\\n")`: (lines, ending in terminal punctuation,
-    at most `short` characters, characters of lines repeating an earlier one, newlines)."""
-    lines = punctuated = shorts = dup_chars = newlines = 0
+    at most `short` characters, characters of lines repeating an earlier one, newlines, prose
+    lines). With `code_aware`, lines of code (`code`) are no prose: the punctuation and short-line
+    counts, and the prose lines they are shares of, leave them out."""
+    lines = punctuated = shorts = dup_chars = newlines = prose = 0
     start = np.int64(0)  # not 0: a literal would compile the helpers it reaches again
     for i in range(length + 1):
         if i < length and cps[i] != 10:
@@ -147,14 +150,40 @@ def fineweb_lines(cps, length, flags, short, quotes, keys, stamps, epoch, mask):
                 break
         if not blank:
             lines += 1
-            end = i
-            while quotes and end > start and flags[cps[end - 1]] & F.SPACE:
-                end -= 1  # the Chinese rules: trailing spaces do not hide the end of a sentence
-            if line_ends(cps, flags, start, end, quotes) or (quotes and _holds_sentence(cps, start, end)):
-                punctuated += 1
-            if i - start <= short:
-                shorts += 1
             if seen(keys, stamps, epoch, text_key(cps, start, i), mask):
                 dup_chars += i - start
+            if not (code_aware and code[start]):
+                prose += 1
+                end = i
+                while quotes and end > start and flags[cps[end - 1]] & F.SPACE:
+                    end -= 1  # the Chinese rules: trailing spaces do not hide the end of a sentence
+                if line_ends(cps, flags, start, end, quotes) or (quotes and _holds_sentence(cps, start, end)):
+                    punctuated += 1
+                if i - start <= short:
+                    shorts += 1
         start = i + 1
-    return lines, punctuated, shorts, dup_chars, newlines
+    return lines, punctuated, shorts, dup_chars, newlines, prose
+
+
+@helper
+def code_mask(cps, length, code):  # type: ignore[no-untyped-def]
+    """code[i] = 1 where character i is code: on a line inside a ``` fence (the fence lines too)
+    or indented by a tab or four spaces (a Markdown code block); else 0."""
+    fence = False
+    start = 0
+    while start < length:
+        end = start
+        while end < length and cps[end] != 10:
+            end += 1
+        k = start
+        spaces = 0
+        while k < end and (cps[k] == 32 or cps[k] == 9):
+            spaces += 4 if cps[k] == 9 else 1
+            k += 1
+        ticks = k + 2 < end + 1 and k + 2 < length and cps[k] == 96 and cps[k + 1] == 96 and cps[k + 2] == 96
+        inside = fence or ticks or (spaces >= 4 and k < end)
+        if ticks:
+            fence = not fence
+        for i in range(start, min(end + 1, length)):
+            code[i] = 1 if inside else 0
+        start = end + 1

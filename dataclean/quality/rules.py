@@ -31,7 +31,7 @@ import numpy as np
 
 from dataclean.errors import ConfigError
 from dataclean.quality.chars import TABLES
-from dataclean.quality.fineweb2 import fineweb2_tables
+from dataclean.quality.fineweb2 import fineweb2_tables, style_bits
 from dataclean.quality.signals import INDEX, STOP_WORD_MAX_LENGTH
 from dataclean.quality.tokenizer import fnv_hash
 
@@ -44,6 +44,8 @@ KERNEL_PARAMS = (
     "short_line_length",
     "cjk_punctuation",
     "word_style",
+    "code_aware",
+    "alpha_over_words",
 )
 # A table's stop words are bits of one int64 in the compiled pass (FineWeb-2's longest list: 63).
 MAX_STOP_WORDS = 63
@@ -193,6 +195,7 @@ def build_tables(overrides: dict[str, Any], per_language: Sequence[str]) -> Qual
         for table in values if lang == "*" else [values[names.index(lang)]]:
             table[name] = value
     for name, table in zip(names, values, strict=True):
+        table["word_style"] = style_bits(table["word_style"])
         words = table["stop_words"]
         if len(words) > MAX_STOP_WORDS or any(len(w) > STOP_WORD_MAX_LENGTH for w in words):
             raise ConfigError(

@@ -27,13 +27,23 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dataclean.jit import helper
 from dataclean.quality import chars as F
 from dataclean.quality.c4 import PATTERNS, c4_outcome, first_chars_table
-from dataclean.quality.lines import BASE, MIX, duplicates, fineweb_lines, gopher_lines, lookup, seen
+from dataclean.quality.lines import (
+    BASE,
+    MIX,
+    code_mask,
+    duplicates,
+    fineweb_lines,
+    gopher_lines,
+    lookup,
+    seen,
+)
 from dataclean.quality.runs import MIN_REPEATS, char_runs, word_runs
-from dataclean.quality.tokenizer import _fnv, tokenize, tokenizer_tables
+from dataclean.quality.tokenizer import _fnv, segmenter_scratch, tokenize, tokenizer_tables
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 # The statistics, one column each of the kernel's output (`SIGNALS` names them).
@@ -180,12 +190,17 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
     stamps,
     counts,
     firsts,
+    seg,
+    code,
 ):
     """Every statistic of `SIGNALS` per document into `out` (rows). `params` per table: Han
     words, C4 words per line, C4 longest word, FineWeb short line, CJK punctuation, number of
     stop words; `stops[table]` their FNV hashes. Long n-gram runs (`runs_on`) are cut at the
     spans written to `cuts` (rows of document, cut start, cut end, run start, run end); returns
-    how many. The rest is scratch the caller sizes."""
+    how many. `seg`: the Chinese segmenter's tables and scratch
+    (`dataclean.quality.tokenizer.segmenter_scratch`).
+    `code`: scratch for which characters are code (`code_aware` tables). The rest is scratch the
+    caller sizes."""
     # np.int64(0), not 0: numba compiles a helper again for every literal it is called with
     zero = np.int64(0)
     epoch = 0
@@ -215,9 +230,9 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         row[0] = length
         if length == 0:
             continue
-        han_words, min_words, max_word, short, cjk, style, n_stops = params[table]
+        han_words, min_words, max_word, short, cjk, style, code_aware, alpha_words, n_stops = params[table]
         mode = style | (1 if han_words else 0)  # the tokenizer's word style bits
-        words = tokenize(cps, zero, length, flags, tables, mode, tokens, stack)
+        words = tokenize(cps, zero, length, flags, tables, mode, tokens, stack, seg)
         # A table twice the size of what goes in, small for small documents (it stays in cache).
         mask = 15
         while mask < 2 * max(words, breaks + 1):
@@ -247,9 +262,14 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
             epoch += 1
             row[3 + n] = _duplicated_ngrams(wh, wp, wl, words, n, keys, stamps, epoch, mask) / length
         # Gopher quality
-        symbols = letters = alphas = found = 0
+        if code_aware:
+            code_mask(cps, length, code)
+        symbols = letters = alphas = found = code_symbols = 0
         for k in range(words):
             a, b = tokens[k, 0], tokens[k, 1]
+            if code_aware and code[a]:
+                code_symbols += 1  # a code token is content (no short doc), not prose to judge
+                continue
             symbol = True
             has_alpha = False
             for m in range(a, b):
@@ -272,6 +292,9 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         run = 0
         for k in range(length):
             c = cps[k]
+            if code_aware and code[k]:
+                run = 0
+                continue  # a comment's `#` or a `...` in code is no symbol-heavy prose
             if c == 35:
                 hashes += 1
             elif c == 0x2026:
@@ -280,15 +303,20 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
             if run == 3:
                 ellipses += 1
                 run = 0
-        row[14] = symbols
+        row[14] = symbols + code_symbols
         row[15] = letters / symbols if symbols else np.nan
         row[16] = hashes / words if words else 0.0
         row[17] = ellipses / words if words else 0.0
         lines, bullets, end_ellipses = gopher_lines(cps, length, flags)
         # a single line is never a bullet list (`-{T|Gtk#}-Gtk#...` once began a one-line article)
+        # nor a list of cut lines: Gopher's rules judge lists, not a paragraph ending in "……"
         row[18] = bullets / lines if lines > 1 else 0.0
-        row[19] = end_ellipses / lines if lines else 0.0
-        row[20] = alphas / words if words else 0.0
+        row[19] = end_ellipses / lines if lines > 1 else 0.0
+        # datatrove counts punctuation tokens as words; `alpha_words` tables count words (Gopher's)
+        if alpha_words:
+            row[20] = alphas / symbols if symbols else 0.0
+        else:
+            row[20] = alphas / words if words else 0.0
         stop_count = 0
         while found:
             stop_count += found & 1
@@ -312,6 +340,7 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
                 tokens[:words],
                 line_tokens,
                 stack,
+                seg,
             )
         # Long n-gram runs: over the words, then characters inside long words outside those runs
         if runs_on:
@@ -326,16 +355,23 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
             row[31] = covered / length
         # FineWeb
         epoch += 1
-        lines, punctuated, shorts, dup_chars, newlines = fineweb_lines(
-            cps, length, flags, short, cjk != 0, keys, stamps, epoch, mask
+        lines, punctuated, shorts, dup_chars, newlines, prose = fineweb_lines(
+            cps, length, flags, short, cjk != 0, keys, stamps, epoch, mask, code, code_aware
         )
         row[24] = lines
         if lines:
-            row[25] = punctuated / lines
-            row[26] = shorts / lines
+            # shares of the prose lines (all lines but code in `code_aware` tables); none: no verdict
+            row[25] = punctuated / prose if prose else np.nan
+            row[26] = shorts / prose if prose else np.nan
             row[27] = dup_chars / (length - newlines)
             row[28] = newlines / words
     return n_cuts
+
+
+def _has_han(texts: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether any text holds a character the Chinese segmenter cuts (its tables load only then)."""
+    found = pc.match_substring_regex(texts, "[\u4e00-\u9fd5]")
+    return bool(pc.any(found).as_py())
 
 
 def compute_signals(
@@ -373,5 +409,6 @@ def compute_signals(
         np.empty((longest, 2), np.int64), np.empty(longest, np.uint64), np.empty(longest, np.uint64),
         np.empty(longest, np.int64), np.zeros(capacity, np.uint64), np.zeros(capacity, np.int32),
         np.zeros(capacity, np.int32), np.zeros(capacity, np.int32),
+        segmenter_scratch(longest, _has_han(texts)), np.zeros(longest, np.uint8),
     )  # fmt: skip
     return out, cuts[:found, :3]

@@ -41,6 +41,7 @@ import numpy as np
 from dataclean.jit import helper
 from dataclean.quality import chars as F
 from dataclean.quality.chars import TABLES
+from dataclean.quality.segmenter import no_segmenter, segment_run, segmentable, segmenter_tables
 
 _MASK = (1 << 64) - 1
 # Word styles (bits of `mode`): how another language's spaCy tokenizer differs from English's, as
@@ -52,7 +53,9 @@ NO_HYPHEN = 8  # a hyphen between letters never splits (es, de, pt, nl, sv, nb, 
 BRACKETS = 16  # brackets, quotes and `,!?` between letters split (de, nl, sv, nb, hu, pl)
 DIGIT_PERIOD = 32  # a period after a digit stays with it: `12.` (de, nb, hu)
 NO_ENGLISH_SPECIALS = 64  # English's special cases (`dont` -> `do` `nt`, `can't`) do not apply
+SEGMENT = 128  # with HAN_WORDS: runs of Han characters are cut into jieba's words, not characters
 STYLES = {
+    "segment": SEGMENT,
     "no_english_specials": NO_ENGLISH_SPECIALS,
     "elision": ELISION,
     "hyphen_lower": HYPHEN_LOWER,
@@ -464,11 +467,14 @@ def _merge_specials(cps, tables, out, first, n, stack):  # type: ignore[no-untyp
 
 
 @helper
-def tokenize(cps, s, e, flags, tables, mode, out, stack):  # type: ignore[no-untyped-def]
+def tokenize(cps, s, e, flags, tables, mode, out, stack, seg):  # type: ignore[no-untyped-def]
     """The tokens of `cps[s:e]` into `out` (rows of start, end); returns their count. `mode`: the
-    word style bits; with `HAN_WORDS` every Han/kana character is a token of its own."""
+    word style bits; with `HAN_WORDS` every Han/kana character is a token of its own, and with
+    `SEGMENT` too runs of Han characters are jieba's words (`seg`: the segmenter's tables and
+    scratch, `dataclean.quality.segmenter`)."""
     n = np.int64(0)  # not 0: numba would compile tokenize_chunk again for the literal
     han = mode & HAN_WORDS
+    words = (mode & SEGMENT) != 0 and len(seg[0][0]) > 1
     i = s
     while i < e:
         while i < e and flags[cps[i]] & F.SPACE:
@@ -476,6 +482,13 @@ def tokenize(cps, s, e, flags, tables, mode, out, stack):  # type: ignore[no-unt
         if i >= e:
             break
         if han and flags[cps[i]] & F.HAN:
+            if words and segmentable(cps[i]):
+                j = i
+                while j < e and segmentable(cps[j]):
+                    j += 1
+                n = segment_run(cps, i, j, seg[0], out, n, seg[1], seg[2], seg[3], seg[4])
+                i = j
+                continue
             n = _emit(out, n, i, i + 1)
             i += 1
             continue
@@ -488,8 +501,21 @@ def tokenize(cps, s, e, flags, tables, mode, out, stack):  # type: ignore[no-unt
 
 
 @numba.njit(cache=True, nogil=True)
-def _words_kernel(cps, flags, tables, mode, out, stack):  # type: ignore[no-untyped-def]
-    return tokenize(cps, 0, len(cps), flags, tables, mode, out, stack)
+def _words_kernel(cps, flags, tables, mode, out, stack, seg):  # type: ignore[no-untyped-def]
+    return tokenize(cps, 0, len(cps), flags, tables, mode, out, stack, seg)
+
+
+def segmenter_scratch(longest: int, needed: bool) -> tuple[Any, ...]:
+    """The segmenter's tables (none when not `needed`: no Han text) and its scratch for runs of up
+    to `longest` characters, as `tokenize` takes them."""
+    size = longest + 1 if needed else 1
+    return (
+        segmenter_tables() if needed else no_segmenter(),
+        np.empty(size, np.float64),
+        np.empty(size, np.int64),
+        np.empty((size, 4), np.float64),
+        np.empty((size, 4), np.int64),
+    )
 
 
 def words(text: str, han: bool = False, style: int = 0) -> list[str]:
@@ -499,5 +525,6 @@ def words(text: str, han: bool = False, style: int = 0) -> list[str]:
     out = np.empty((max(1, len(cps)), 2), np.int64)
     stack = np.empty((max(1, len(cps)), 2), np.int64)
     mode = np.int64(style | (HAN_WORDS if han else 0))
-    n = _words_kernel(cps, F.char_classes(), tokenizer_tables(), mode, out, stack)
+    seg = segmenter_scratch(len(cps), han)
+    n = _words_kernel(cps, F.char_classes(), tokenizer_tables(), mode, out, stack, seg)
     return [text[int(a) : int(b)] for a, b in out[:n]]

@@ -106,3 +106,32 @@ def test_word_styles_follow_the_languages_spacy_tokenizer() -> None:
     assert words("Nordrhein-Westfalen") == ["Nordrhein", "-", "Westfalen"]
     assert words("dont", style=STYLES["no_english_specials"]) == ["dont"]
     assert words("dont") == ["do", "nt"]
+
+
+def _through_clean_language_quality(texts: list[str]) -> tuple[list[str | None], list[str]]:
+    """(first drop reason, lang) of each text through `clean`, `language`, `quality`."""
+    from dataclean.stages.clean import CleanText
+    from dataclean.stages.language import IdentifyLanguage
+
+    table = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts})
+    reasons: list[str | None] = [None] * len(texts)
+    for stage in (CleanText(), IdentifyLanguage(), FilterQuality()):
+        table = stage(table)
+        for i, reason in enumerate(table.column(C.DROP_REASON).to_pylist()):
+            reasons[i] = reasons[i] or (f"{stage.name}:{reason}" if reason else None)
+        table = table.drop_columns([n for n in table.column_names if n.startswith("__")])
+    return reasons, table.column(C.LANG).to_pylist()
+
+
+def test_chinese_technical_article_with_english_terms_and_code_is_chinese_and_kept() -> None:
+    rows = _rows("zh_code_switched.jsonl")
+    reasons, langs = _through_clean_language_quality([r["text"] for r in rows])
+    assert langs == ["zh"] * len(rows)
+    assert reasons == [None] * len(rows)
+
+
+def test_clean_chinese_passages_are_kept() -> None:
+    """CMRC 2018 paragraphs (with their MediaWiki markup) and 红楼梦 passages: none dropped."""
+    texts = [r["text"] for r in _rows("zh_clean.jsonl")]
+    reasons, _langs = _through_clean_language_quality(texts)
+    assert [r for r in reasons if r] == []
