@@ -296,7 +296,7 @@ def diagnose(
         if blame.explains and blame.rest_median <= normal:
             top = float(np.nanmax(np.where(finite, losses, np.nan))) if finite.any() else math.nan
             evidence.append(
-                f"{len(blame.sample_ids)} of {len(ids)} samples listed (up to {_fmt(top)}; each at least "
+                f"{len(blame.sample_ids)} of {len(ids)} samples listed (up to {_fmt(top)}; floor "
                 f"{_fmt(blame.floor)}; the others' median {_fmt(blame.reference)}); without "
                 f"them the batch averages {_fmt(blame.rest_mean)}, inside the pre-spike band "
                 f"(<= {_fmt(blame.target)})"
