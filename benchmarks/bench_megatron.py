@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import resource
 import sys
 import tempfile
 import warnings
@@ -85,6 +86,15 @@ def preprocess_data(jsonl: Path, tokenizer_path: Path, prefix: Path, workers: in
     builder.finalize(str(prefix) + ".idx")
 
 
+def cpu_seconds(call: Any) -> float:
+    """User + system CPU seconds of one call, in this process and the children it reaped (a pool's
+    workers): a figure a loaded machine changes less than the wall time."""
+    before = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    call()
+    after = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before, strict=True))
+
+
 def export_order(texts: list[str]) -> list[str]:
     """The documents in dataclean's export order (files by name; write_run deals rows round robin)."""
     return [texts[r] for k in range(FILES) for r in range(k, len(texts), FILES)]
@@ -95,11 +105,12 @@ def main() -> None:
     corpus.add_data_argument(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=1, help="copies of the corpus")
+    parser.add_argument("--documents", type=int, default=None, help="only the first N documents")
     args = parser.parse_args()
     corpus.use_data(args.data, args.generated)
     from dataclean.executors.ray import RayExecutor
 
-    texts = samples(args.repeat)
+    texts = samples(args.repeat)[: args.documents]
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         run = write_run(work / "run", texts)
@@ -127,6 +138,7 @@ def main() -> None:
                 ),
             }
             seconds = timed_rounds(candidates, args.rounds)
+            cpu = {name: cpu_seconds(candidates[name]) for name in ("preprocess_data_1", "dataclean_local")}
         finally:
             ray.close()
         same = {
@@ -146,6 +158,11 @@ def main() -> None:
     on_ray = round_ratios(seconds["preprocess_data_2"], seconds["dataclean_ray_2"])
     print(f"dataclean local (1 worker, with ids) / preprocess_data 1 worker: {describe(local, 2, 'x')}")
     print(f"dataclean Ray 2 (with ids) / preprocess_data 2 workers: {describe(on_ray, 2, 'x')}")
+    print(
+        f"CPU seconds (this process and its reaped children, one more call each): preprocess_data 1 "
+        f"worker {cpu['preprocess_data_1']:.2f}, dataclean local {cpu['dataclean_local']:.2f} "
+        f"({cpu['preprocess_data_1'] / cpu['dataclean_local']:.2f}x)"
+    )
     print(
         f"agreement: .bin identical {same['.bin']}, .idx identical {same['.idx']}; Ray 2 = local: {same_ray}"
     )
