@@ -142,12 +142,13 @@ def _normalize(data, offsets, row, index, pool, expansion, char_ids, codes, ids,
 
 
 @numba.njit(cache=True, nogil=True)
-def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n_lines):  # type: ignore[no-untyped-def]
-    """Write the pieces of the words `_normalize` made, one line per "\n"; record each line's
-    text and pieces in lines. Returns (bytes used, lines)."""
+def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n_lines, piece_ids, n_ids):  # type: ignore[no-untyped-def]
+    """Write the pieces of the words `_normalize` made, one line per "\n", and their ids to
+    piece_ids (`Tokenized.ids`); record each line's text and pieces in lines. Returns (bytes
+    used, lines, ids)."""
     _, trie, scores, unknown, magnitude = tables
     root_children, edge_keys, edge_nodes, node_pieces = trie
-    slots, entries, margins, keys, outputs, paths, _ = cache
+    slots, entries, margins, keys, outputs, paths, cached_ids, _ = cache
     best, starts, pieces, path, path_scores, best64, second64 = work
     width = len(root_children)
     line_score = np.float32(0.0)
@@ -170,6 +171,10 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
             h = word_hash(codes, start, n)
             entry, slot = find(slots, entries, keys, h, codes, start, n)
         if entry >= 0 and margins[entry] > bound:  # cached, and safe to reuse here
+            for i in range(entries[entry, PATH], entries[entry, PATH] + entries[entry, COUNT]):
+                given = cached_ids[i]
+                piece_ids[n_ids] = given if given >= 0 else given - used  # offset in `out`
+                n_ids += 1
             for i in range(entries[entry, OUT], entries[entry, OUT] + entries[entry, OUT_LEN]):
                 out[used] = outputs[i]
                 used += 1
@@ -211,6 +216,7 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
                 length += 1
                 end = starts[end]
             word_used = used
+            word_ids = n_ids
             count = np.int64(0)
             previous_unknown = False
             for k in range(length - 1, -1, -1):
@@ -222,6 +228,8 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
                         out[used] = SPACE
                         used += 1
                     count += 1
+                    piece_ids[n_ids] = piece if piece >= 0 else -1 - used
+                    n_ids += 1
                 previous_unknown = piece == -1
                 for i in range(start + starts[end], start + end):
                     code = codes[i]
@@ -249,8 +257,9 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
                 lead = margin(ids, start, n, best64, second64, trie, scores, unknown)
                 lead = lead if lead > bound else -1.0  # else this search may not be the lead's
                 insert(
-                    cache, slot, h, codes, start, n, out, word_used, used, path_scores, length, count, lead
-                )
+                    cache, slot, h, codes, start, n, out, word_used, used, path_scores, length, count, lead,
+                    piece_ids, word_ids,
+                )  # fmt: skip
         if ends[1, w] >= 0:  # the line ends
             out[used] = NEWLINE
             used += 1
@@ -260,7 +269,7 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
             line_score = np.float32(0.0)
             line_pieces = 0
         start = ends[0, w]
-    return used, n_lines
+    return used, n_lines, n_ids
 
 
 def _work(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
@@ -289,16 +298,17 @@ def _tokenize(
     expansion: int,
     tables: tuple[Any, ...],
     cache: tuple[np.ndarray, ...],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Tokenize each text data[offsets[i]:offsets[i + 1]]: (UTF-8 lines, each line's text, each
-    line's pieces, unsafe texts)."""
+    line's pieces, the pieces' ids, unsafe texts)."""
     char_ids = tables[0]
     n_rows = len(offsets) - 1
     out = np.empty(2 * int(offsets[-1] - offsets[0]) + 64, np.uint8)
+    piece_ids = np.empty(int(offsets[-1] - offsets[0]) + 64, np.int32)
     lines = np.empty((2, n_rows + 16), np.int64)  # each line's text and piece count
     unsafe = np.zeros(n_rows, np.bool_)
     codes, ids, ends, work = _work(CHUNK)
-    used = n_lines = row = 0
+    used = n_lines = n_ids = row = 0
     while row < n_rows:
         most = expansion * int(offsets[row + 1] - offsets[row]) + 2
         if most > len(codes):
@@ -312,21 +322,76 @@ def _tokenize(
             bigger = np.empty(max(2 * len(out), used + 9 * n_codes + 1), np.uint8)
             bigger[:used] = out[:used]
             out = bigger
+        if n_ids + n_codes + 1 > len(piece_ids):
+            more_ids = np.empty(max(2 * len(piece_ids), n_ids + n_codes + 1), np.int32)
+            more_ids[:n_ids] = piece_ids[:n_ids]
+            piece_ids = more_ids
         if n_lines + n_words > lines.shape[1]:
             more = np.empty((2, max(2 * lines.shape[1], n_lines + n_words)), np.int64)
             more[:, :n_lines] = lines[:, :n_lines]
             lines = more
-        used, n_lines = _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n_lines)
-    return out[:used], lines[0, :n_lines].copy(), lines[1, :n_lines].copy(), unsafe
+        used, n_lines, n_ids = _segment(
+            codes, ids, ends, n_words, tables, cache, work, out, used, lines, n_lines, piece_ids, n_ids
+        )
+    return out[:used], lines[0, :n_lines].copy(), lines[1, :n_lines].copy(), piece_ids[:n_ids], unsafe
 
 
 @dataclass
 class Tokenized:
-    """The tokenized lines of a batch of texts, in text order."""
+    """The tokenized lines of a batch of texts, in text order.
 
-    lines: list[bytes]  # UTF-8 pieces separated by single spaces: what KenLM's `score` reads
+    `ids` gives each piece as the tokenizer's vocabulary id, or, where the tokenizer has none (a
+    run of unknown characters; every piece of lines from SentencePiece itself), as
+    -(1 + the offset of its text in `data`): what `dataclean.lm.ngram` scores.
+    """
+
+    data: np.ndarray  # the lines, UTF-8, each ended by "\n": pieces separated by single spaces
     texts: np.ndarray  # the index of the text each line is from
     pieces: np.ndarray  # pieces in each line
+    ids: np.ndarray  # int32, each piece in turn (see above)
+
+    @property
+    def lines(self) -> list[bytes]:
+        """Each line's pieces separated by single spaces: what KenLM's `score` reads."""
+        return self.data.tobytes().split(b"\n")[:-1] if len(self.data) else []
+
+    @classmethod
+    def from_lines(cls, lines: list[str], texts: np.ndarray) -> Tokenized:
+        """Lines from any tokenizer (each piece given by its text's offset)."""
+        data = np.frombuffer("".join(line + "\n" for line in lines).encode("utf-8"), np.uint8)
+        pieces = np.array([line.count(" ") + 1 for line in lines], np.int64)
+        ends = np.flatnonzero((data == SPACE) | (data == NEWLINE))
+        starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
+        return cls(data, np.asarray(texts, np.int64), pieces, (-1 - starts).astype(np.int32))
+
+
+def _merge(first: Tokenized, second: Tokenized) -> Tokenized:
+    """The lines of both, in text order (stable: a text's lines keep their order)."""
+    texts = np.concatenate((first.texts, second.texts))
+    order = np.argsort(texts, kind="stable")
+    data = np.concatenate((first.data, second.data))
+    ids = np.concatenate(
+        (first.ids, second.ids.astype(np.int64) - np.where(second.ids < 0, len(first.data), 0))
+    )
+    line_bytes = np.diff(np.concatenate(([-1], np.flatnonzero(data == NEWLINE))))
+    pieces = np.concatenate((first.pieces, second.pieces))
+    byte_start = np.concatenate(([0], np.cumsum(line_bytes)[:-1]))
+    piece_start = np.concatenate(([0], np.cumsum(pieces)[:-1]))
+    new_byte_start = np.concatenate(([0], np.cumsum(line_bytes[order])[:-1]))
+    new_data = data[_ranges(byte_start[order], line_bytes[order])]
+    picked = _ranges(piece_start[order], pieces[order])
+    new_ids = ids[picked]
+    # An offset into `data` moves with its line.
+    shift = np.repeat(new_byte_start - byte_start[order], pieces[order])
+    new_ids = np.where(new_ids < 0, new_ids - shift, new_ids)
+    return Tokenized(new_data, texts[order], pieces[order], new_ids.astype(np.int32))
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(start, start + length) for each pair."""
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    ranges: np.ndarray = np.repeat(starts, lengths) + within
+    return ranges
 
 
 def text_buffers(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -369,21 +434,15 @@ class CompiledTokenizer:
             return tokenized
         normalized = [normalize_text(t or "") for t in texts.take(pa.array(rows)).to_pylist()]
         again, _ = self._run(pa.array(normalized, pa.string()), whitespace_table())
-        order = np.argsort(np.concatenate((tokenized.texts, rows[again.texts])), kind="stable")
-        lines = tokenized.lines + again.lines
-        return Tokenized(
-            lines=[lines[i] for i in order],
-            texts=np.concatenate((tokenized.texts, rows[again.texts]))[order],
-            pieces=np.concatenate((tokenized.pieces, again.pieces))[order],
-        )
+        again.texts = rows[again.texts]
+        return _merge(tokenized, again)
 
     def _run(self, texts: pa.Array | pa.ChunkedArray, table: CharTable) -> tuple[Tokenized, np.ndarray]:
         data, offsets = text_buffers(texts)
-        out, line_texts, pieces, unsafe = _tokenize(
+        out, line_texts, pieces, ids, unsafe = _tokenize(
             data, offsets, table.index, table.pool, table.expansion, self.tables, self.cache
         )
-        lines = out.tobytes().split(b"\n")[:-1] if len(out) else []
-        return Tokenized(lines, line_texts, pieces), unsafe
+        return Tokenized(out, line_texts, pieces, ids), unsafe
 
 
 def compile_tokenizer(model_proto: bytes) -> CompiledTokenizer | None:

@@ -12,7 +12,10 @@ is tokenized and scored by KenLM with <s> and </s>, and
     ppl = 10 ** (-sum(log10 p over lines) / sum(pieces + 1 over lines))
 
 where the +1 counts each line's </s>. Normalization and tokenization of a batch run as one compiled
-pass (`dataclean.lm.compiled`) that gives SentencePiece's own pieces.
+pass (`dataclean.lm.compiled`) that gives SentencePiece's own pieces, and the KenLM query as another
+(`dataclean.lm.ngram`, on the tables `dataclean.lm.arpa` reads from the ARPA file) that gives KenLM's
+own scores; KenLM itself is loaded only for a model those tables do not take (a KenLM binary file,
+an ARPA file with blanks; see `arpa.py`).
 
 Short texts: a perplexity over a handful of tokens is noise (data-juicer users report 225,308 for
 a four-character Chinese phrase), so a text with fewer than `min_tokens` pieces gets NaN ("not
@@ -22,6 +25,7 @@ scored") instead of a number.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -36,7 +40,9 @@ import numpy as np
 import pyarrow as pa
 
 from dataclean.errors import ConfigError
+from dataclean.lm.arpa import read_arpa
 from dataclean.lm.compiled import Tokenized, compile_tokenizer
+from dataclean.lm.ngram import NgramScorer
 from dataclean.lm.normalize import normalize_lines
 from dataclean.lm.tokenizer import Tokenizer
 
@@ -99,10 +105,20 @@ class LanguageModel:
         )
         if model_path is None:
             raise ConfigError(f"{self.directory}: no {' / '.join(MODEL_FILES)} in this model folder")
+        self.model_path = model_path
+        tables = read_arpa(model_path)
+        pieces = self.tokenizer.pieces() if tables is not None else []
+        self.scorer = NgramScorer(tables, pieces) if tables is not None else None
+        if self.scorer is None:
+            self.kenlm  # noqa: B018 (load KenLM now, as the scorer would have loaded its tables)
+
+    @functools.cached_property
+    def kenlm(self) -> Any:
+        """KenLM's own model of the file: the scorer where `scorer` is None, else a reference."""
         config = kenlm.Config()
         config.show_progress = False
         with _quiet_stderr():  # KenLM prints advice about binary files on every ARPA load
-            self.kenlm = kenlm.Model(str(model_path), config)
+            return kenlm.Model(str(self.model_path), config)
 
     @property
     def lang(self) -> str | None:
@@ -121,8 +137,15 @@ class LanguageModel:
         return lines, np.asarray(owners, dtype=np.int64)
 
     def query(self, lines: Sequence[str] | Sequence[bytes]) -> np.ndarray:
-        """KenLM log10 probability of each tokenized line, with <s> and </s>."""
+        """KenLM's own log10 probability of each tokenized line, with <s> and </s>."""
         return np.fromiter(map(self.kenlm.score, lines), np.float64, len(lines))
+
+    def query_tokenized(self, tokenized: Tokenized) -> np.ndarray:
+        """KenLM's log10 probability of each tokenized line, with <s> and </s>: the compiled
+        scorer's, or KenLM's own where the model has no tables."""
+        if self.scorer is None:
+            return self.query(tokenized.lines)
+        return self.scorer.score(tokenized.ids, tokenized.pieces, tokenized.data)
 
     def tokenize_array(self, texts: pa.Array | pa.ChunkedArray) -> Tokenized:
         """Normalized, tokenized lines of a string array (nulls are ""), in text order.
@@ -133,12 +156,7 @@ class LanguageModel:
         if self.compiled is not None:
             return self.compiled.tokenize(texts)
         lines, owners = self.normalize(texts.fill_null("").to_pylist())
-        tokenized = self.tokenizer.tokenize_lines(lines)
-        return Tokenized(
-            lines=[line.encode("utf-8") for line in tokenized],
-            texts=owners,
-            pieces=np.array([line.count(" ") + 1 for line in tokenized], np.int64),
-        )
+        return Tokenized.from_lines(self.tokenizer.tokenize_lines(lines), owners)
 
     def tokenize(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
         """Normalized, tokenized lines of all texts, and the index of the text each line is from."""
@@ -148,7 +166,7 @@ class LanguageModel:
     def score_array(self, texts: pa.Array | pa.ChunkedArray) -> Scores:
         """Sums of log10 probability and tokens per text of a string array (nulls are "")."""
         tokenized = self.tokenize_array(texts)
-        log10_prob = self.query(tokenized.lines)
+        log10_prob = self.query_tokenized(tokenized)
         size = len(texts)
         return Scores(
             log10_prob=np.bincount(tokenized.texts, weights=log10_prob, minlength=size),

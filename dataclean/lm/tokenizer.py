@@ -51,6 +51,10 @@ class Tokenizer:
     def __init__(self, model_proto: bytes) -> None:
         self.processor = spm.SentencePieceProcessor(model_proto=model_proto)
 
+    def pieces(self) -> list[str]:
+        """The vocabulary, by id."""
+        return [self.processor.id_to_piece(i) for i in range(self.processor.get_piece_size())]
+
     def tokenize_lines(self, lines: Sequence[str]) -> list[str]:
         """Pieces of each normalized line, joined by single spaces."""
         encoded = self.processor.encode([" " + line for line in lines], out_type=str)

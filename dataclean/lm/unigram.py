@@ -19,18 +19,11 @@ are read from the serialized model (a few protobuf fields, read here so that no 
 is needed).
 
 Building the tables walks every piece in Python (0.2-0.4 s a model, in every process that scores
-text, at every run). `read_unigram` keeps them in the folder of the compiled kernels,
-`NUMBA_CACHE_DIR`, which importing dataclean sets (`dataclean.run.kernel_cache`; by default
-`~/.cache/dataclean/numba/dataclean-lm-tables/`), one `.npz` per model, named by the hash of the
-model's bytes and `TABLES_FORMAT`: a later process loads them in milliseconds. A cache that
-cannot be read or written is rebuilt or skipped, never an error.
+text, at every run): `read_unigram` keeps them between processes (`dataclean.lm.tablecache`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -39,6 +32,7 @@ import numpy as np
 import sentencepiece as spm
 
 from dataclean.jit import helper
+from dataclean.lm.tablecache import cache_path, load_arrays, save_arrays
 
 # Field numbers of sentencepiece_model.proto (ModelProto, TrainerSpec, NormalizerSpec, pieces).
 _PIECES, _TRAINER_SPEC, _NORMALIZER_SPEC, _TYPE = 1, 2, 3, 3
@@ -138,36 +132,19 @@ def read_unigram(model_proto: bytes) -> UnigramTables | None:
 
 def _cache_path(model_proto: bytes) -> Path | None:
     """Where the tables of this model are cached, or None without a kernel cache folder."""
-    # kernel_cache.CACHE_ENV, read here by name: this layer does not import the run layer.
-    folder = os.environ.get("NUMBA_CACHE_DIR")  # set when dataclean is imported
-    if not folder:
-        return None
-    digest = hashlib.sha1(model_proto).hexdigest()[:20]
-    return Path(folder) / "dataclean-lm-tables" / f"{digest}-v{TABLES_FORMAT}.npz"
+    return cache_path(model_proto, "unigram", TABLES_FORMAT)
 
 
 def _load_cached(path: Path) -> UnigramTables | None:
-    try:
-        with np.load(path) as stored:
-            values = {field.name: stored[field.name] for field in fields(UnigramTables)}
-    except (OSError, KeyError, ValueError):
+    values = load_arrays(path, tuple(field.name for field in fields(UnigramTables)))
+    if values is None:
         return None
-    values["unknown_score"] = np.float32(values["unknown_score"])
-    return UnigramTables(**values)
+    unknown = np.float32(values.pop("unknown_score"))
+    return UnigramTables(**values, unknown_score=unknown)
 
 
 def _save_cached(path: Path, tables: UnigramTables) -> None:
-    """Write the tables under a temporary name, then rename: a process reading never sees half.
-    The name is unique (`mkstemp`, not `io.files.atomic_output`'s fixed one): on a first run the
-    driver and a worker build the same model's tables at the same time."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(handle, "wb") as file:
-            np.savez(file, **{field.name: getattr(tables, field.name) for field in fields(UnigramTables)})
-        os.replace(temporary, path)
-    except OSError:
-        pass  # a read-only home: the next process builds them again
+    save_arrays(path, {field.name: getattr(tables, field.name) for field in fields(UnigramTables)})
 
 
 def _build_tables(model_proto: bytes) -> UnigramTables | None:

@@ -18,7 +18,9 @@ Layout (numpy arrays, passed to compiled code as a tuple):
 - `entries[i]`: hash, key start, key length, output start, output length, path start, path
   length, pieces (after merging unknowns), pointing into
 - `keys` (code points), `outputs` (UTF-8 pieces joined by spaces), `paths` (float32 score of each
-  piece on the path, to replay the running score);
+  piece on the path, to replay the running score), `ids` (from the path start: each output
+  piece's id, or, for a run of unknowns, -(1 + its offset in the word's output): the ids
+  `compiled.py` hands to the scorer);
 - `margins[i]`, and `state`: entries and arena positions used. A full cache starts over.
 """
 
@@ -37,7 +39,7 @@ _ENTRIES_USED, _KEYS_USED, _OUTS_USED, _PATHS_USED = range(4)
 
 
 def new_cache(entries: int = ENTRIES) -> tuple[np.ndarray, ...]:
-    """Empty cache arrays: (slots, entries, margins, keys, outputs, paths, state)."""
+    """Empty cache arrays: (slots, entries, margins, keys, outputs, paths, ids, state)."""
     return (
         np.full(2 * entries, -1, np.int32),
         np.zeros((entries, 8), np.int64),
@@ -45,6 +47,7 @@ def new_cache(entries: int = ENTRIES) -> tuple[np.ndarray, ...]:
         np.zeros(entries * 12, np.int32),
         np.zeros(entries * 40, np.uint8),
         np.zeros(entries * 12, np.float32),
+        np.zeros(entries * 12, np.int32),
         np.zeros(4, np.int64),
     )
 
@@ -92,7 +95,7 @@ def find(slots, entries, keys, h, codes, start, n):  # type: ignore[no-untyped-d
 
 @helper
 def _fits(cache, n, size, length):  # type: ignore[no-untyped-def]
-    slots, entries, _, keys, outputs, paths, state = cache
+    slots, entries, _, keys, outputs, paths, _, state = cache
     return (
         state[_ENTRIES_USED] + 1 <= len(entries)
         and 2 * (state[_ENTRIES_USED] + 1) <= len(slots)
@@ -103,9 +106,13 @@ def _fits(cache, n, size, length):  # type: ignore[no-untyped-def]
 
 
 @helper
-def insert(cache, slot, h, codes, start, n, out, out_start, out_stop, path_scores, length, count, margin):  # type: ignore[no-untyped-def]
-    """Store a word (codes[start:start + n]) whose pieces were written at out[out_start:out_stop]."""
-    slots, entries, margins, keys, outputs, paths, state = cache
+def insert(  # type: ignore[no-untyped-def]
+    cache, slot, h, codes, start, n, out, out_start, out_stop, path_scores, length, count, margin,
+    piece_ids, ids_start,
+):  # fmt: skip
+    """Store a word (codes[start:start + n]) whose pieces were written at out[out_start:out_stop]
+    and whose `count` ids at piece_ids[ids_start:] (unknowns' offsets counted in `out`)."""
+    slots, entries, margins, keys, outputs, paths, ids, state = cache
     size = out_stop - out_start
     if not _fits(cache, n, size, length):
         slots[:] = -1  # full: start over
@@ -125,6 +132,9 @@ def insert(cache, slot, h, codes, start, n, out, out_start, out_stop, path_score
         outputs[output + i] = out[out_start + i]
     for i in range(length):
         paths[path + i] = path_scores[i]
+    for i in range(count):
+        given = piece_ids[ids_start + i]
+        ids[path + i] = given if given >= 0 else given + out_start  # offset within the word
     state[_ENTRIES_USED] += 1
     state[_KEYS_USED] += n
     state[_OUTS_USED] += size

@@ -39,6 +39,7 @@ from dataclean.lm.model import (
     load_model,
     resolve_model,
 )
+from dataclean.lm.ngram import compile_scorer
 from dataclean.lm.quantiles import exact_quantiles
 from dataclean.stage import FitContext, GlobalStage, Stage, with_column, with_drops
 
@@ -118,7 +119,9 @@ class ScorePerplexity(Stage):
             }
 
     def compile_kernels(self) -> None:
-        """The compiled tokenizer's kernels, with the first model that uses them (no KenLM load)."""
+        """The compiled tokenizer's kernels, with the first model that uses them, and the n-gram
+        scorer's, on a tiny model of its own (no model file read)."""
+        compile_scorer()
         for spec in self.model_specs().values():
             if is_uri(spec):  # fetched by setup(); the bundled or local models come first
                 continue
