@@ -118,12 +118,19 @@ def find_duplicates(
     started = time.perf_counter()
     seconds: dict[str, float] = {}
     worker_peak = 0
+    # Per step, the tasks' peak memory if that step raised it, else 0. A task reports its
+    # process's high-water mark (VmHWM), which earlier tasks in that process may have set: the
+    # step that first raised it is the one that needed the memory.
+    step_peaks: dict[str, int] = {}
+    last_peak = 0
 
     def lap(name: str) -> None:
-        nonlocal started
+        nonlocal started, last_peak
         now = time.perf_counter()
         seconds[name] = round(now - started, 3)
         started = now
+        step_peaks[name] = worker_peak if worker_peak > last_peak else 0
+        last_peak = max(last_peak, worker_peak)
 
     all_files, footers = source_files(summaries, earlier, shards)
     files = [source for source in all_files if source.rows > 0]
@@ -232,6 +239,7 @@ def find_duplicates(
         "source_shares": source_shares(rows_by_source, removed_by_source),
         "seconds": seconds,
         "peak_worker_bytes": worker_peak,
+        "peak_bytes_by_step": step_peaks,
         "peak_driver_bytes": peak_memory_bytes(),
     }
     return decisions_folder, stats
