@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from dataclean.export.megatron.filter import filter_prefix
 from dataclean.export.megatron.ids import IDS_SCHEMA, ids_path, read_ids, write_ids
@@ -72,7 +71,7 @@ def test_a_preprocess_data_prefix_with_sentences_filters_by_a_user_ids_file(tmp_
     prefix = str(tmp_path / "pre")
     builder = IndexedDatasetBuilder(prefix + ".bin", dtype=np.uint16)
     for sentences in documents:
-        builder.add_document(torch.tensor([t for s in sentences for t in s]), [len(s) for s in sentences])
+        builder.add_document(np.array([t for s in sentences for t in s]), [len(s) for s in sentences])
     builder.finalize(prefix + ".idx")
     ids = pa.table(
         {
