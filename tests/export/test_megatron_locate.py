@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from dataclean.errors import InputError
+from dataclean.errors import ConfigError, InputError
 from dataclean.export.megatron.cache import Settings, load_cache, parse_data_path
 from dataclean.export.megatron.locate import Batching, Locator
 from tests.export.megatron_helpers import export_run, megatron_datasets, paragraphs
@@ -176,3 +176,24 @@ def test_a_cache_that_does_not_match_says_so(tmp_path: Path) -> None:
     cache = load_cache(str(cache_dir), Settings([prefix], None, SEQ))
     with pytest.raises(InputError, match="iteration 100 needs global samples"):
         Locator(cache, Batching(8)).iteration(100)
+
+
+def test_batching_deals_positions_as_the_pretraining_sampler_and_maps_iterations() -> None:
+    batching = Batching(12, 2, 3)
+    dealt = {}
+    for rank in range(3):
+        for step, batch in enumerate(pretraining_sampler(12, 2, rank, 3)):
+            for row, g in enumerate(batch):
+                dealt[g] = (rank, step, row)
+    assert [batching.placement(p) for p in range(12)] == [dealt[p] for p in range(12)]
+    assert batching.first_sample(1) == 0 and batching.first_sample(5) == 48
+    # a resumed run: the consumed samples Megatron logged at the iteration, minus the batch
+    assert batching.first_sample(5, consumed_at=100) == 88
+    assert Batching(8, None, 4).micro_batch_size == 2
+    with pytest.raises(ConfigError, match="multiple of --micro-batch-size"):
+        Batching(10, 2, 3)
+    with pytest.raises(ConfigError, match="numbered from 1"):
+        batching.first_sample(0)
+    assert parse_data_path(["a"]) == (["a"], None)
+    assert parse_data_path(["a", "b"]) == (["a", "b"], None)  # no weights: all prefixes
+    assert parse_data_path(["1", "a", "3", "b"]) == (["a", "b"], [1.0, 3.0])
