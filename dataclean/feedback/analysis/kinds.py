@@ -22,9 +22,9 @@ a data problem.
   at least `min_share` of its samples are high (one outlier of 240 cannot flag a source) and its
   shift is at least `min_shift` spreads. The shift is what tells a bad source from a clean one
   that is merely harder than another of its language: on the tests' byte-level runs a coupon-code
-  spam site sits 1.6 spreads above the rest of English (A 0.96-0.98), Chinese Wikipedia (Latin
-  names, numbers) 0.7-0.8 above a classical Chinese novel (A 0.83-0.89, 60% of it high). A rank
-  statistic alone cannot tell them apart: both are consistently higher.
+  spam site sits 1.55-1.64 spreads above the rest of English (A 0.96-0.98), Chinese Wikipedia
+  (Latin names, numbers) 0.67-0.84 above a classical Chinese novel (A 0.83-0.89, 34-53% of it
+  high). A rank statistic alone cannot tell them apart: both are consistently higher.
   `lang` groups are reported (how much harder a language is) but never flagged.
 
 Groups come from `source`, `lang`, the host of `url`, `ppl_bucket`, `dup_cluster` (clusters only),
