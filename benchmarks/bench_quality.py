@@ -17,6 +17,11 @@
    one Arrow batch against datatrove's four filters over datatrove Documents in the same process,
    the same warm-up (one untimed pass over the first 50 documents each) and `--rounds` timed
    rounds, round-robin (`benchmarks/rounds.py`); the ratio is per round, median and min-max.
+   Twice: with `language=en` (datatrove's thresholds on every page, as the agreement is measured)
+   and as a run labels the pages (`labeled`: each language's table, Chinese segmented).
+4. Chinese speed: the default stage on the CMRC 2018 paragraphs labeled `zh` (every Han run cut
+   by the compiled segmenter) against datatrove's three filters as FineWeb-2 configures them for
+   Mandarin (spaCy `zh` with jieba), same rounds.
 """
 
 from __future__ import annotations
@@ -39,8 +44,14 @@ from benchmarks import corpus  # noqa: E402
 from benchmarks.measure import Measurement, comparison, write_json  # noqa: E402
 from benchmarks.rounds import describe, round_ratios, spread, timed_rounds  # noqa: E402
 from dataclean import columns as C  # noqa: E402
+from dataclean.lang import identify_languages  # noqa: E402
 from dataclean.quality import planted  # noqa: E402
-from dataclean.quality.reference import datatrove_available, datatrove_filters, datatrove_reasons  # noqa: E402
+from dataclean.quality.reference import (  # noqa: E402
+    datatrove_available,
+    datatrove_filters,
+    datatrove_reasons,
+    fineweb2_filters,
+)
 from dataclean.quality.tokenizer import words  # noqa: E402
 from dataclean.stages.quality import FilterQuality  # noqa: E402
 
@@ -131,12 +142,25 @@ def speed(texts: list[str], rounds: int) -> dict[str, Any]:
                 if step.filter(Document(text=text, id=str(index))) is not True:
                     break
 
+    # The default stage on the pages as the language stage labels them: each language's table,
+    # Chinese cut into jieba's words by the compiled segmenter (segmentation on).
+    labels = identify_languages(pa.array(texts, pa.string()))[0]
+    labeled = batch.append_column(C.LANG, labels)
+    default = FilterQuality()
     stage(batch.slice(0, 50))
+    default(labeled)  # warm: the segmenter's tables load on the first batch holding Han text
     run_datatrove(texts[:50])
     seconds = timed_rounds(
-        {"dataclean": lambda: stage(batch), "datatrove": lambda: run_datatrove(texts)}, rounds, 0
+        {
+            "dataclean": lambda: stage(batch),
+            "dataclean_labeled": lambda: default(labeled),
+            "datatrove": lambda: run_datatrove(texts),
+        },
+        rounds,
+        0,
     )
     ratios = round_ratios(seconds["datatrove"], seconds["dataclean"])
+    labeled_ratios = round_ratios(seconds["datatrove"], seconds["dataclean_labeled"])
     ours = Measurement(
         "FilterQuality (language=en)",
         len(texts),
@@ -158,6 +182,37 @@ def speed(texts: list[str], rounds: int) -> dict[str, Any]:
         "datatrove_mb_s": spread([size / s for s in seconds["datatrove"]]),
         "ratio": spread(ratios),
         "ratio_text": describe(ratios, 1, "x"),
+        "labeled_mb_s": spread([size / s for s in seconds["dataclean_labeled"]]),
+        "labeled_ratio_text": describe(labeled_ratios, 1, "x"),
+    }
+
+
+def chinese_speed(rounds: int) -> dict[str, Any]:
+    """MB/s of the default stage on CMRC 2018 paragraphs labeled `zh` (every Han run segmented)
+    against datatrove's filters as FineWeb-2 configures them for Mandarin (jieba in Python)."""
+    from datatrove.data import Document
+
+    texts = chinese_sets()[0]["cmrc2018"]
+    size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    batch = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts, C.LANG: ["zh"] * len(texts)})
+    stage = FilterQuality()
+    filters = fineweb2_filters("cmn_Hani")
+
+    def run_datatrove() -> None:
+        for index, text in enumerate(texts):
+            for step in filters:
+                if step.filter(Document(text=text, id=str(index))) is not True:
+                    break
+
+    stage(batch.slice(0, 20))
+    for step in filters:  # jieba's dictionary loads on the first document
+        step.filter(Document(text=texts[0], id="warm"))
+    seconds = timed_rounds({"dataclean": lambda: stage(batch), "datatrove": run_datatrove}, rounds, 0)
+    return {
+        "megabytes": size,
+        "dataclean_mb_s": spread([size / s for s in seconds["dataclean"]]),
+        "datatrove_mb_s": spread([size / s for s in seconds["datatrove"]]),
+        "ratio_text": describe(round_ratios(seconds["datatrove"], seconds["dataclean"]), 1, "x"),
     }
 
 
@@ -186,6 +241,7 @@ def main() -> None:
         "spacy_words_common_crawl": spacy_words(web),
         "chinese": chinese(),
         "speed": speed(web * args.repeat, args.rounds),
+        "speed_chinese": chinese_speed(args.rounds),
     }
     for name, value in results.items():
         print(
