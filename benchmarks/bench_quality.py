@@ -22,6 +22,9 @@
 4. Chinese speed: the default stage on the CMRC 2018 paragraphs labeled `zh` (every Han run cut
    by the compiled segmenter) against datatrove's three filters as FineWeb-2 configures them for
    Mandarin (spaCy `zh` with jieba), same rounds.
+5. Languages: on the Common Crawl pages as the language stage labels them, per language other
+   than English, keep/drop agreement of the default stage with datatrove configured as FineWeb-2
+   configures that language (`dataclean.quality.reference.fineweb2_filters`).
 """
 
 from __future__ import annotations
@@ -187,6 +190,37 @@ def speed(texts: list[str], rounds: int) -> dict[str, Any]:
     }
 
 
+def languages(texts: list[str]) -> dict[str, Any]:
+    """Per language lid.176 labels on `texts` (not `en`, `und`): keep/drop agreement of the default
+    stage with datatrove configured as FineWeb-2 configures that language (section 5), and the
+    pages dropped for stop words that FineWeb-2 keeps; languages whose datatrove tokenizer does
+    not load here are listed apart."""
+    from dataclean.quality.fineweb2 import label_configs
+
+    labels = identify_languages(pa.array(texts, pa.string()))[0].to_pylist()
+    batch = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts, C.LANG: labels})
+    ours = FilterQuality()(batch).column(C.DROP_REASON).to_pylist()
+    by_language: dict[str, list[int]] = collections.defaultdict(list)
+    for index, label in enumerate(labels):
+        if label not in ("en", "und") and label in label_configs():
+            by_language[label].append(index)
+    found: dict[str, Any] = {}
+    missing: dict[str, str] = {}
+    for label, rows in sorted(by_language.items(), key=lambda item: -len(item[1])):
+        try:
+            theirs = datatrove_reasons([texts[i] for i in rows], fineweb2_filters(label_configs()[label]))
+        except (ImportError, OSError) as error:
+            missing[label] = str(error)[:80]
+            continue
+        pairs = [(ours[i], reason) for i, reason in zip(rows, theirs, strict=True)]
+        found[label] = {
+            "pages": len(rows),
+            "same": sum((a is None) == (b is None) for a, b in pairs),
+            "stop_words_only_here": sum(a == "gopher_enough_stop_words" and b is None for a, b in pairs),
+        }
+    return {"languages": found, "no_tokenizer": missing}
+
+
 def chinese_speed(rounds: int) -> dict[str, Any]:
     """MB/s of the default stage on CMRC 2018 paragraphs labeled `zh` (every Han run segmented)
     against datatrove's filters as FineWeb-2 configures them for Mandarin (jieba in Python)."""
@@ -242,6 +276,7 @@ def main() -> None:
         "chinese": chinese(),
         "speed": speed(web * args.repeat, args.rounds),
         "speed_chinese": chinese_speed(args.rounds),
+        "languages": languages(web),
     }
     for name, value in results.items():
         print(
