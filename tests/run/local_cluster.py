@@ -141,8 +141,9 @@ class LocalCluster:
         return found
 
     def stop(self) -> None:
-        """SIGTERM every process of this cluster, then SIGKILL what is left after 5 s."""
-        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
+        """SIGTERM every process of this cluster, then SIGKILL what is left after 2 s (Ray's
+        autoscaler monitor ignores SIGTERM)."""
+        for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
             pids = self.processes()
             for pid in pids:
                 with contextlib.suppress(OSError):
