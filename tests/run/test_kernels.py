@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from dataclean.executors.base import Executor
 from dataclean.run.kernel_cache import shared_cache_dir
 from tests.conftest import ROOT
 
@@ -116,15 +117,17 @@ def test_compiling_ahead_covers_every_kernel_signature_a_run_compiles(tmp_path: 
     assert during == "{}"
 
 
-class _Recorder:
+class _Recorder(Executor):
     """An executor of two workers that runs `map` in this process and records what it ran."""
-
-    workers = 2
 
     def __init__(self) -> None:
         self.mapped: list[str] = []
 
-    def map(self, fn: Any, items: list[Any], on_result: Any = None, light: bool = False) -> list[Any]:
+    @property
+    def workers(self) -> int:
+        return 2
+
+    def map(self, fn: Any, items: Any, on_result: Any = None, light: bool = False) -> list[Any]:
         self.mapped.extend(item.name for item in items)
         return [fn(item) for item in items]
 
