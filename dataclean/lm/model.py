@@ -45,6 +45,7 @@ from dataclean.lm.compiled import Tokenized, compile_tokenizer
 from dataclean.lm.ngram import NgramScorer
 from dataclean.lm.normalize import normalize_lines
 from dataclean.lm.tokenizer import Tokenizer
+from dataclean.lm.unigram import read_unigram
 
 BUNDLED = ("en", "zh")
 MODEL_FILES = ("model.bin", "model.arpa.gz", "model.arpa")
@@ -99,10 +100,7 @@ class LanguageModel:
         proto = tokenizer_path.read_bytes()
         self.tokenizer = Tokenizer(proto)
         self.compiled = compile_tokenizer(proto)
-        model_path = next(
-            (self.directory / name for name in MODEL_FILES if (self.directory / name).exists()),
-            None,
-        )
+        model_path = model_file(self.directory)
         if model_path is None:
             raise ConfigError(f"{self.directory}: no {' / '.join(MODEL_FILES)} in this model folder")
         self.model_path = model_path
@@ -198,6 +196,22 @@ def resolve_model(name_or_path: str | Path) -> Path:
             "and not a model folder"
         )
     return path
+
+
+def model_file(folder: Path) -> Path | None:
+    """The KenLM model file of a model folder (`MODEL_FILES`, in that order), or None."""
+    return next((folder / name for name in MODEL_FILES if (folder / name).exists()), None)
+
+
+def prepare_tables(folder: Path) -> None:
+    """Build and cache the tables a model's scoring reads (`unigram.read_unigram`,
+    `arpa.read_arpa`), so that the processes of a run load them instead of each building them."""
+    tokenizer = folder / TOKENIZER_FILE
+    if tokenizer.exists():
+        read_unigram(tokenizer.read_bytes())
+    path = model_file(folder)
+    if path is not None:
+        read_arpa(path)
 
 
 def load_model(name_or_path: str | Path) -> LanguageModel:

@@ -133,12 +133,13 @@ class _ShardRun:
                 if observer is not None and kept.num_rows:
                     # Writing the summary is part of the stage's work (as writing its signatures
                     # is part of datatrove's MinHash stage 1): inside its seconds.
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), time.thread_time()
                     summary = observer.observe(kept)
                     if summary is not None and self.summary_writer is not None:
                         self.summary_writer.write(summary)
                     observed = self.stats["stages"].setdefault(observer.name, new_stage())
                     observed["seconds"] += time.perf_counter() - started
+                    observed["cpu_seconds"] += time.thread_time() - cpu
                 if self.worker.final:
                     kept = finalize(kept)
                     self.stats["account"]["kept"] += kept.num_rows
@@ -234,10 +235,11 @@ class _ShardRun:
             rows_in = table.num_rows
             stage_stats["rows_in"] += rows_in
             stage_stats["bytes_in"] += _text_bytes(table)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             applied = self._apply(stage, table)
             output = take_outputs(stage.name, applied)
             stage_stats["seconds"] += time.perf_counter() - started
+            stage_stats["cpu_seconds"] += time.thread_time() - cpu
             if output.counts:
                 totals = stage_stats.setdefault("counts", {})
                 for what, count in output.counts.items():

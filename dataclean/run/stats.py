@@ -1,8 +1,9 @@
 """Run statistics: small, additive, one dict per (stage group, shard) task, merged by summing.
 
-A task's stats hold, per stage, rows in/out, rows added (split), bytes in/out, seconds, drops by
-reason kind and, where the stage counts something (`with_counts`; the reader's undecodable bytes),
-`counts`, plus the shard's row accounting. `summarize` merges all tasks into `stats.json`,
+A task's stats hold, per stage, rows in/out, rows added (split), bytes in/out, seconds (wall) and
+cpu_seconds (the CPU time of the thread that ran the stage's batches), drops by reason kind and,
+where the stage counts something (`with_counts`; the reader's undecodable bytes), `counts`, plus
+the shard's row accounting. `summarize` merges all tasks into `stats.json`,
 whose totals show the accounting invariant (docs/contracts.md):
     rows_in + rows_added == kept + excluded + quarantined
 per shard and in total. `copied` counts the kept rows also listed in a stage's destination
@@ -17,13 +18,16 @@ from typing import Any
 
 # The reader's count (stages[read].counts, and in totals): input bytes that were not UTF-8, removed.
 UNDECODABLE = "undecodable_bytes"
-STAGE_FIELDS = ("rows_in", "rows_out", "rows_added", "bytes_in", "bytes_out", "seconds")
+# seconds: wall time of the stage's batches; cpu_seconds: the CPU time of the thread that ran them
+# (a machine's load stretches the first, not the second).
+STAGE_FIELDS = ("rows_in", "rows_out", "rows_added", "bytes_in", "bytes_out", "seconds", "cpu_seconds")
 ACCOUNT_FIELDS = ("rows_in", "rows_added", "kept", "excluded", "quarantined", "copied")
 
 
 def new_stage() -> dict[str, Any]:
     stats: dict[str, Any] = dict.fromkeys(STAGE_FIELDS, 0)
     stats["seconds"] = 0.0
+    stats["cpu_seconds"] = 0.0
     stats["dropped"] = {}
     return stats
 

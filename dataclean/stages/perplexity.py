@@ -37,6 +37,7 @@ from dataclean.lm.model import (
     TOKENIZER_FILE,
     LanguageModel,
     load_model,
+    prepare_tables,
     resolve_model,
 )
 from dataclean.lm.ngram import compile_scorer
@@ -120,14 +121,17 @@ class ScorePerplexity(Stage):
 
     def compile_kernels(self) -> None:
         """The compiled tokenizer's kernels, with the first model that uses them, and the n-gram
-        scorer's, on a tiny model of its own (no model file read)."""
+        scorer's, on a tiny model of its own; and each local model's tables, built once into the
+        cache the run's processes load them from (`dataclean.lm.model.prepare_tables`)."""
         compile_scorer()
+        compiled = False
         for spec in self.model_specs().values():
             if is_uri(spec):  # fetched by setup(); the bundled or local models come first
                 continue
-            path = resolve_model(spec) / TOKENIZER_FILE
-            if path.exists() and compile_kernels(path.read_bytes()):
-                return
+            folder = resolve_model(spec)
+            prepare_tables(folder)
+            path = folder / TOKENIZER_FILE
+            compiled = compiled or (path.exists() and compile_kernels(path.read_bytes()))
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -56,6 +56,9 @@ def test_output_layout_and_invariant_on_the_sample(tmp_path: Path) -> None:
     assert len(excluded) == totals["excluded"]
     assert all(row[C.STAGE] and row[C.REASON].startswith(row[C.STAGE] + ":") for row in excluded)
     assert json.loads((out / "stats.json").read_text()) == stats
+    # Each stage's batches' CPU time beside their wall time (benchmarks compare CPU with CPU).
+    assert all(stage["cpu_seconds"] >= 0.0 for stage in stats["stages"])
+    assert any(stage["cpu_seconds"] > 0.0 for stage in stats["stages"])
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["complete"] and manifest["config"]["stages"][0]["stage"] == "clean"
     kept = read_rows(out / "data")
