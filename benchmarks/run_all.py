@@ -73,6 +73,9 @@ THRESHOLD = bench_dedup.THRESHOLD
 # The stages the datatrove side has: not pii or quality (no counterpart there; quality's web-page
 # rules would also hand dedup a different corpus), nor split, the perplexity cut or quarantine.
 SAME_STAGES = ("--skip", "pii,quality,split,perplexity_filter,quarantine")
+# The default recipe at equal work: the corpus has a `lang` column, which the language stage keeps
+# by default; datatrove's LanguageFilter labels every document, so dataclean's does too.
+EQUAL_WORK = ("--set", "language.relabel=true")
 
 
 def machine() -> str:
@@ -132,7 +135,7 @@ def run_pipelines(corpus: Path, work: Path, runs: int, tasks: int) -> dict[str, 
             if name.startswith("datatrove"):
                 found[name].append(datatrove_pipeline(corpus, work, tasks, name == "datatrove equal work"))
             elif name == "dataclean default":
-                found[name].append(dataclean_pipeline(corpus, work / "dataclean"))
+                found[name].append(dataclean_pipeline(corpus, work / "dataclean", EQUAL_WORK))
             else:
                 found[name].append(dataclean_pipeline(corpus, work / "dataclean-same", SAME_STAGES))
             print(
