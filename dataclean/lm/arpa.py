@@ -74,6 +74,9 @@ class NgramTables:
         return [data[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 class _Unsupported(Exception):
     """The file is one KenLM should read itself (see the module docstring)."""
 
@@ -90,7 +93,9 @@ def read_arpa(path: Path) -> NgramTables | None:
     if arrays is not None:
         return NgramTables(**arrays)
     try:
-        tables = _build(gzip.decompress(content) if path.name.endswith(".gz") else content)
+        # By its bytes, not its name: a copy fetched through pyarrow's filesystems arrives
+        # decompressed under the same `.gz` name (KenLM reads either alike).
+        tables = _build(gzip.decompress(content) if content[:2] == GZIP_MAGIC else content)
     except (_Unsupported, UnicodeDecodeError, pa.ArrowInvalid):
         return None
     if cached is not None:
