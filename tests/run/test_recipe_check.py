@@ -269,7 +269,7 @@ def test_an_object_that_is_not_an_executor_is_refused_naming_what_it_lacks(tmp_p
     with pytest.raises(ExecutorError) as raised:
         run_pipeline([str(inp)], str(tmp_path / "out"), [CleanText()], Half())  # type: ignore[arg-type]
     assert str(raised.value) == (
-        "Half is not an executor: it lacks remote_workers, starting, map_queue, close; subclass "
-        "dataclean.executors.base.Executor, which declares every capability a run uses"
+        "Half is not an executor: it lacks remote_workers, starting, map_queue, nodes, on_node, close; "
+        "subclass dataclean.executors.base.Executor, which declares every capability a run uses"
     )
     assert not (tmp_path / "out").exists()
