@@ -186,7 +186,7 @@ def compile_scorer() -> None:
         table_masks=np.full(1, 3, np.uint64),
         specials=np.array([2, 1, 2, 0], np.int64),
     )
-    text = np.frombuffer(b"a a\n", np.uint8)
+    text = np.frombuffer(b"a a\n", np.uint8).copy()  # writable, as the stage's batches are
     ids, line_pieces = text_ids(text)
     ids[1] = 0  # the second "a" as the tokenizer's piece 0
     NgramScorer(tables, ["a"]).score(ids, line_pieces, text)
