@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 from typing import Any
 
@@ -60,8 +62,25 @@ def _print(sample: LocatedSample) -> None:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class DataArgs:
+    """Which data a Megatron run read and how it batched it: the options locate, losses and
+    suspects share (`_data_options` collects them into one of these)."""
+
+    data_path: tuple[str, ...]
+    cache_dir: str
+    seq_length: int
+    global_batch_size: int
+    micro_batch_size: int | None
+    dp_size: int
+    split_string: str | None
+    seed: int | None
+    train_samples: int | None
+
+
 def _data_options(command: Any) -> Any:
-    """The options that say which data a run read and how it batched it (locate's)."""
+    """The options that say which data a run read and how it batched it, handed to the command
+    as one `DataArgs` (its `data` parameter)."""
     options = [
         click.option(
             "--data-path",
@@ -83,28 +102,26 @@ def _data_options(command: Any) -> Any:
             "--train-samples", type=int, default=None, help="To tell apart caches of other run lengths."
         ),
     ]
+
+    @functools.wraps(command)
+    def with_data(**values: Any) -> Any:
+        names = [field.name for field in dataclasses.fields(DataArgs)]
+        data = DataArgs(**{name: values.pop(name) for name in names})
+        return command(data=data, **values)
+
+    wrapped: Any = with_data
     for option in reversed(options):
-        command = option(command)
-    return command
+        wrapped = option(wrapped)
+    return wrapped
 
 
-def _locator(
-    data_path: tuple[str, ...],
-    cache_dir: str,
-    seq_length: int,
-    global_batch_size: int,
-    micro_batch_size: int | None,
-    dp_size: int,
-    split_string: str | None,
-    seed: int | None,
-    train_samples: int | None,
-    decode: Any = None,
-    with_text: bool = True,
-) -> Locator:
-    prefixes, weights = parse_data_path([word for value in data_path for word in value.split()])
-    settings = Settings(prefixes, weights, seq_length, "train", seed, split_string, train_samples)
-    batching = Batching(global_batch_size, micro_batch_size, dp_size)
-    return Locator(load_cache(cache_dir, settings), batching, decode=decode, with_text=with_text)
+def _locator(data: DataArgs, decode: Any = None, with_text: bool = True) -> Locator:
+    prefixes, weights = parse_data_path([word for value in data.data_path for word in value.split()])
+    settings = Settings(
+        prefixes, weights, data.seq_length, "train", data.seed, data.split_string, data.train_samples
+    )
+    batching = Batching(data.global_batch_size, data.micro_batch_size, data.dp_size)
+    return Locator(load_cache(data.cache_dir, settings), batching, decode=decode, with_text=with_text)
 
 
 @megatron.command("locate")
@@ -126,17 +143,9 @@ def _locator(
 @click.option("--no-text", is_flag=True, help="Leave the spans' text out.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of samples, for machines.")
 def locate(
-    data_path: tuple[str, ...],
-    cache_dir: str,
-    seq_length: int,
-    global_batch_size: int,
+    data: DataArgs,
     iteration: int | None,
     iteration_span: str | None,
-    micro_batch_size: int | None,
-    dp_size: int,
-    split_string: str | None,
-    seed: int | None,
-    train_samples: int | None,
     consumed_samples: int | None,
     tokenizer_spec: str | None,
     no_text: bool,
@@ -149,19 +158,7 @@ def locate(
     decode = None
     if tokenizer_spec is not None:
         decode = decode_bytes if tokenizer_spec == BYTES else TokenizerDecoder(PackTokenizer(tokenizer_spec))
-    locator = _locator(
-        data_path,
-        cache_dir,
-        seq_length,
-        global_batch_size,
-        micro_batch_size,
-        dp_size,
-        split_string,
-        seed,
-        train_samples,
-        decode,
-        not no_text,
-    )
+    locator = _locator(data, decode, not no_text)
     located = [s for i in iterations for s in locator.iteration(i, consumed_samples)]
     if as_json:
         click.echo(json.dumps([s.to_json() for s in located], ensure_ascii=False, indent=1))
@@ -194,32 +191,13 @@ def filter_command(
 @click.option("-o", "--output", required=True, help="The per-sample loss log to write (Parquet).")
 def losses_command(
     folder: str,
-    data_path: tuple[str, ...],
-    cache_dir: str,
-    seq_length: int,
-    global_batch_size: int,
-    micro_batch_size: int | None,
-    dp_size: int,
-    split_string: str | None,
-    seed: int | None,
-    train_samples: int | None,
+    data: DataArgs,
     output: str,
 ) -> None:
     """Per-document losses from FOLDER (the loss_func hook's files) for `dataclean feedback --losses`."""
     from dataclean.feedback.megatron import document_losses
 
-    locator = _locator(
-        data_path,
-        cache_dir,
-        seq_length,
-        global_batch_size,
-        micro_batch_size,
-        dp_size,
-        split_string,
-        seed,
-        train_samples,
-        with_text=False,
-    )
+    locator = _locator(data, with_text=False)
     table = document_losses(folder, locator)
     write_parquet(output, table)
     click.echo(f"wrote {output}: {table.num_rows:,} (document, iteration) losses")
@@ -237,15 +215,7 @@ def losses_command(
 @click.option("-o", "--output", required=True, help="The quarantine list to write (entries for review).")
 def suspects_command(
     train_log: str,
-    data_path: tuple[str, ...],
-    cache_dir: str,
-    seq_length: int,
-    global_batch_size: int,
-    micro_batch_size: int | None,
-    dp_size: int,
-    split_string: str | None,
-    seed: int | None,
-    train_samples: int | None,
+    data: DataArgs,
     losses_path: str | None,
     corpus: str | None,
     output: str,
@@ -254,18 +224,7 @@ def suspects_command(
     from dataclean.feedback.logs import read_step_log
     from dataclean.feedback.megatron import step_spikes, suspects
 
-    locator = _locator(
-        data_path,
-        cache_dir,
-        seq_length,
-        global_batch_size,
-        micro_batch_size,
-        dp_size,
-        split_string,
-        seed,
-        train_samples,
-        with_text=False,
-    )
+    locator = _locator(data, with_text=False)
     spikes = step_spikes(read_step_log(train_log).table)
     losses = read_parquet(losses_path) if losses_path else None
     perplexity = _corpus_perplexity(corpus) if corpus else None
