@@ -132,26 +132,41 @@ def prefix_lengths(sizes: np.ndarray, threshold: float) -> np.ndarray:
     return np.clip(sizes - needed + 1, 0, sizes)
 
 
+def counter_bits(shingles: np.ndarray | int) -> np.ndarray:
+    """Bits of the frequency counters for a component of that many shingles (its rows' sketch
+    lengths summed, before deduplication): a component's own, so its rows' prefixes never depend
+    on which other components share its task or how it is read (whole or in chunks)."""
+    twice = 2 * np.asarray(shingles, dtype=np.int64)
+    lengths = np.floor(np.log2(np.maximum(twice, 1))).astype(np.int64) + 1
+    return np.clip(np.where(twice > 0, lengths, 0), 4, COUNTER_BITS)
+
+
 def prefix_tokens(
-    sets: np.ndarray, set_offsets: np.ndarray, bounds: np.ndarray, threshold: float
+    sets: np.ndarray,
+    set_offsets: np.ndarray,
+    bounds: np.ndarray,
+    threshold: float,
+    shingles: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's prefix shingles (module docstring) that some other row of its component has in
     its prefix too, as uint64 tokens: (values, offsets). A prefix shingle no other prefix holds
     can never bring two rows together: dropping it leaves a unique page with no tokens at all.
 
     `sets` are sorted, deduplicated shingle hashes (`sorted_sets`); rows of component k are
-    bounds[k]:bounds[k + 1].
+    bounds[k]:bounds[k + 1]; `shingles` is each component's count before deduplication (what
+    `counter_bits` sizes its counters by; default: the deduplicated count).
     """
     sizes = np.diff(set_offsets)
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(prefix_lengths(sizes, threshold), out=offsets[1:])
     prefixes = np.empty(int(offsets[-1]), dtype=np.uint64)
-    component_sizes = np.add.reduceat(sizes, bounds[:-1]) if len(bounds) > 1 else np.zeros(1, np.int64)
-    bits = min(COUNTER_BITS, max(4, (2 * int(component_sizes.max(initial=0))).bit_length()))
-    counters = np.zeros(1 << bits, dtype=np.uint8)
+    if shingles is None:
+        shingles = np.add.reduceat(sizes, bounds[:-1]) if len(bounds) > 1 and len(sizes) else np.zeros(0)
+    bits = counter_bits(shingles)
+    counters = np.zeros(1 << int(bits.max(initial=4)), dtype=np.uint8)
     counts = np.empty(max(1, int(sizes.max(initial=0))), dtype=np.uint8)
     histogram = np.empty(256, dtype=np.int64)
-    _prefix_kernel(sets, set_offsets, bounds, offsets, prefixes, counters, bits, counts, histogram)
+    _prefix_kernel(sets, set_offsets, bounds, bits, offsets, prefixes, counters, counts, histogram)
     # Exact: (component, shingle) keys held by two prefixes or more, by one sort (a 64-bit sort
     # is about 40 ns a key here; an argsort ten times that), then a hash set of those few.
     component = np.repeat(np.arange(len(bounds) - 1, dtype=np.uint64), np.diff(offsets[bounds]))
@@ -246,8 +261,48 @@ def _sift_down(values: np.ndarray, root: int, end: int) -> None:
         root = child
 
 
+@helper
+def _count(sets: np.ndarray, start: int, end: int, counters: np.ndarray, bits: int, add: bool) -> None:
+    """Count sets[start:end] into the counters (saturating at 255), or zero their counters."""
+    for k in range(start, end):
+        place = _counter(sets[k], bits)
+        if not add:
+            counters[place] = 0
+        elif counters[place] < 255:
+            counters[place] += 1
+
+
+@helper
+def _select(  # type: ignore[no-untyped-def]
+    sets, set_offsets, first, last, offsets, out, counters, bits, counts, histogram
+) -> None:
+    """Rows first:last's prefixes into out[offsets[row]:offsets[row + 1]], by the counters."""
+    for row in range(first, last):
+        start, size = set_offsets[row], set_offsets[row + 1] - set_offsets[row]
+        keep = offsets[row + 1] - offsets[row]
+        if keep == 0:
+            continue
+        histogram[:] = 0
+        for i in range(size):
+            counts[i] = counters[_counter(sets[start + i], bits)]
+            histogram[counts[i]] += 1
+        cut = 0  # the count where the prefix ends, and how many rarer shingles come first
+        rarer = 0
+        while rarer + histogram[cut] < keep:
+            rarer += histogram[cut]
+            cut += 1
+        at_cut = keep - rarer
+        position = offsets[row]
+        for i in range(size):
+            if counts[i] < cut or (counts[i] == cut and at_cut > 0):
+                if counts[i] == cut:
+                    at_cut -= 1
+                out[position] = sets[start + i]
+                position += 1
+
+
 @nb.njit(cache=True, nogil=True)
-def _prefix_kernel(sets, set_offsets, bounds, offsets, out, counters, bits, counts, histogram):  # type: ignore[no-untyped-def]
+def _prefix_kernel(sets, set_offsets, bounds, bits, offsets, out, counters, counts, histogram):  # type: ignore[no-untyped-def]
     """The prefixes of `prefix_tokens`, into arrays it allocates (`dataclean.jit`).
 
     Counters are one byte, saturating at 255 (beyond that, frequency no longer changes which
@@ -257,31 +312,19 @@ def _prefix_kernel(sets, set_offsets, bounds, offsets, out, counters, bits, coun
     sorted), the first of those at exactly c."""
     for component in range(len(bounds) - 1):
         first, last = bounds[component], bounds[component + 1]
-        for k in range(set_offsets[first], set_offsets[last]):
-            slot = _counter(sets[k], bits)
-            if counters[slot] < 255:
-                counters[slot] += 1
-        for row in range(first, last):
-            start, size = set_offsets[row], set_offsets[row + 1] - set_offsets[row]
-            keep = offsets[row + 1] - offsets[row]
-            if keep == 0:
-                continue
-            histogram[:] = 0
-            for i in range(size):
-                counts[i] = counters[_counter(sets[start + i], bits)]
-                histogram[counts[i]] += 1
-            cut = 0  # the count where the prefix ends, and how many rarer shingles come first
-            rarer = 0
-            while rarer + histogram[cut] < keep:
-                rarer += histogram[cut]
-                cut += 1
-            at_cut = keep - rarer
-            position = offsets[row]
-            for i in range(size):
-                if counts[i] < cut or (counts[i] == cut and at_cut > 0):
-                    if counts[i] == cut:
-                        at_cut -= 1
-                    out[position] = sets[start + i]
-                    position += 1
-        for k in range(set_offsets[first], set_offsets[last]):
-            counters[_counter(sets[k], bits)] = 0
+        start, end = set_offsets[first], set_offsets[last]
+        _count(sets, start, end, counters, bits[component], True)
+        _select(sets, set_offsets, first, last, offsets, out, counters, bits[component], counts, histogram)
+        _count(sets, start, end, counters, bits[component], False)
+
+
+@nb.njit(cache=True, nogil=True)
+def count_kernel(sets: np.ndarray, set_offsets: np.ndarray, counters: np.ndarray, bits: int) -> None:
+    """Add a chunk of one component's rows to its counters (`dataclean.dedup.stream`)."""
+    _count(sets, set_offsets[0], set_offsets[-1], counters, bits, True)
+
+
+@nb.njit(cache=True, nogil=True)
+def select_kernel(sets, set_offsets, offsets, out, counters, bits, counts, histogram):  # type: ignore[no-untyped-def]
+    """A chunk's prefixes by its component's complete counters (`dataclean.dedup.stream`)."""
+    _select(sets, set_offsets, 0, len(set_offsets) - 1, offsets, out, counters, bits, counts, histogram)

@@ -49,12 +49,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dataclean.dedup.alarms import largest_clusters, source_counts
+from dataclean.dedup.candidates import PartitionRows
 from dataclean.dedup.connect import load_labels
 from dataclean.dedup.partition import (
     SourceFile,
-    flat_lists,
     peak_memory_bytes,
-    read_partition,
     write_partitioned,
 )
 from dataclean.dedup.sets import (
@@ -65,6 +64,16 @@ from dataclean.dedup.sets import (
     slot,
     sorted_sets,
     table_bits,
+)
+from dataclean.dedup.stream import (
+    CHUNK_ROWS,
+    CHUNK_VALUES,
+    EXACT,
+    KEPT,
+    NEAR,
+    UNIQUE,
+    StreamStats,
+    decide_component,
 )
 from dataclean.dedup.summary import SUMMARY_SCHEMA
 from dataclean.io.files import read_parquet
@@ -90,8 +99,6 @@ DECISION_SCHEMA = pa.schema(
 MAX_POSTINGS = 64
 MAX_CHECKS = 32
 
-# Decision kinds; the first three are also the reason prefixes the stage writes.
-UNIQUE, KEPT, EXACT, NEAR = 0, 1, 2, 3
 KIND_NAMES = {KEPT: "kept", EXACT: "exact_of", NEAR: "near_duplicate_of"}
 
 
@@ -149,26 +156,10 @@ class ClusterCandidates:
     def __call__(self, partition: int) -> tuple[dict[str, Any], int]:
         """Counts of each decision kind, candidates and comparisons, the partition's largest
         clusters and its removed rows per source (`dataclean.dedup.alarms`); the peak memory."""
-        table = read_partition(list(self.candidate_files), partition, CANDIDATE_SCHEMA)
-        order = pc.sort_indices(
-            table,
-            sort_keys=[("root", "ascending"), ("priority", "ascending"), ("id", "ascending")],
-        )
-        table = table.take(order)
-        key_values, key_offsets = flat_lists(table.column("keys"))
-        sketch_values, sketch_offsets = flat_lists(table.column("sketch"))
-        kind, target, score, checks = decide(
-            table.column("root").to_numpy(),
-            table.column("earlier").to_numpy(zero_copy_only=False),
-            pc.fill_null(table.column("exact"), 0).to_numpy(),
-            key_values.astype(np.uint64, copy=False),
-            key_offsets,
-            sketch_values.astype(np.uint32, copy=False),
-            sketch_offsets,
-            self.threshold,
-            self.exact,
-            self.near,
-            self.verify,
+        rows = PartitionRows(list(self.candidate_files), partition, CANDIDATE_SCHEMA)
+        table = rows.table
+        kind, target, score, checks = decide_rows(
+            rows, self.threshold, (self.exact, self.near, self.verify), StreamStats()
         )
         decided = np.flatnonzero((kind != UNIQUE) & ~table.column("earlier").to_numpy(False))
         ids = table.column("id")
@@ -316,6 +307,77 @@ def component_bounds(roots: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], starts, [len(roots)]]).astype(np.int64)
 
 
+def decide_rows(
+    rows: PartitionRows, threshold: float, flags: tuple[bool, bool, bool], stats: StreamStats
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """`decide` over a partition's rows (keep order), a bounded piece at a time: runs of whole
+    components of at most `CHUNK_ROWS` rows and `CHUNK_VALUES` sketch values together, read and
+    decided by `decide`; a larger component alone, in chunks (`dataclean.dedup.stream`). The
+    decisions are the same either way (each component's depend on its rows only)."""
+    _, near, verify = flags
+    count = rows.count
+    kind, target, score = np.zeros(count, np.int8), np.arange(count), np.full(count, np.nan)
+    if count == 0:
+        return kind, target, score, 0
+    roots = rows.table.column("root").to_numpy()
+    earlier = rows.table.column("earlier").to_numpy(zero_copy_only=False)
+    exact_hash = pc.fill_null(rows.table.column("exact"), 0).to_numpy()
+    bounds = component_bounds(roots)
+    values_before = np.concatenate([[0], np.cumsum(rows.lengths)])[bounds]
+    large = (np.diff(bounds) > CHUNK_ROWS) | (np.diff(values_before) > CHUNK_VALUES)
+    large_at = np.flatnonzero(large)
+    limits = np.array([MAX_POSTINGS, MAX_CHECKS], np.int64)
+    checks = 0
+    component = 0
+    while component < len(bounds) - 1:
+        first = int(bounds[component])
+        if large[component]:
+            last = int(bounds[component + 1])
+            checks += decide_component(
+                rows,
+                np.arange(first, last),
+                earlier[first:last],
+                exact_hash[first:last],
+                rows.lengths[first:last],
+                flags,
+                threshold,
+                limits,
+                (kind, target, score),
+                stats,
+            )
+            component += 1
+            continue
+        # Whole small components up to the next large one, within the chunk's bounds.
+        after = int(np.searchsorted(large_at, component))
+        next_large = int(large_at[after]) if after < len(large_at) else len(large)
+        by_rows = np.searchsorted(bounds, first + CHUNK_ROWS, side="right") - 1
+        by_values = np.searchsorted(values_before, values_before[component] + CHUNK_VALUES, side="right") - 1
+        end = max(component + 1, min(next_large, int(by_rows), int(by_values)))
+        last = int(bounds[end])
+        positions = np.arange(first, last)
+        stats.saw(last - first, int(values_before[end] - values_before[component]))
+        empty = np.zeros(0, np.uint64), np.zeros(last - first + 1, np.int64)
+        sketch = rows.sketches(positions) if near else (empty[0].astype(np.uint32), empty[1])
+        keys = rows.keys(positions) if near and not verify else empty
+        block = decide(
+            roots[first:last],
+            earlier[first:last],
+            exact_hash[first:last],
+            keys[0],
+            keys[1],
+            sketch[0],
+            sketch[1],
+            threshold,
+            flags[0],
+            near,
+            verify,
+        )
+        kind[first:last], target[first:last], score[first:last] = block[0], block[1] + first, block[2]
+        checks += block[3]
+        component = end
+    return kind, target, score, checks
+
+
 def decide(
     roots: np.ndarray,
     earlier: np.ndarray,
@@ -339,8 +401,9 @@ def decide(
     count = len(earlier)
     bounds = component_bounds(roots) if count else np.zeros(1, np.int64)
     if near and verify:
+        shingles = np.add.reduceat(np.diff(sketch_offsets), bounds[:-1]) if count else None
         sketch, sketch_offsets = sorted_sets(sketch, sketch_offsets)
-        tokens, token_offsets = prefix_tokens(sketch, sketch_offsets, bounds, threshold)
+        tokens, token_offsets = prefix_tokens(sketch, sketch_offsets, bounds, threshold, shingles)
     else:
         tokens, token_offsets = key_values, key_offsets
     kind, target, score = np.zeros(count, np.int8), np.arange(count), np.full(count, np.nan)

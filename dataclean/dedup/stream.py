@@ -1,0 +1,439 @@
+"""Deciding one large component in bounded chunks: the same decisions as `verify.decide`.
+
+A component too large to hold (a site template shared by a million pages; a corpus whose LSH
+graph percolates: 1.2M of 3M short documents in one component here) is read in chunks of its
+rows in keep order (`ComponentReader`, at most `CHUNK_ROWS` rows and `CHUNK_VALUES` sketch
+values each), never whole:
+
+1. Exact copies need no sketch: a member whose exact hash an earlier member of the component
+   has follows that first member (`exact_followers`, from the small columns), and is resolved
+   after the near pass exactly as `verify.decide` resolves it as it goes.
+2. With `verify`, one pass counts every shingle's frequency in the component into the fixed
+   counters of `dataclean.dedup.sets` (sized by the component's shingle count, as `decide` sizes
+   them), and a second counts each prefix token in a fixed table: a token only one prefix of the
+   component holds can never bring two rows together, so only tokens counted twice are filed.
+   Two tokens in one slot only let an unshared token through (more memory, same decisions).
+3. The decision pass: each member looks up its tokens among the centers filed so far, exactly as
+   `verify._decide_kernel` does, with the same caps. What stays in memory between chunks is the
+   token table, its entries, and the sketches of the centers filed under at least one token: a
+   member that files nothing (its prefix shares nothing, or every token's list is full) can
+   never be found again, so its sketch is dropped with its chunk. On template pages that is
+   almost every page.
+
+The decisions equal `decide`'s on the same rows (tests: whole against chunked, and the
+exhaustive check), so a component's decisions do not depend on its size, its partition or the
+chunk size.
+"""
+
+# numba kernels compute on numpy scalars, which mypy sees as Any here.
+# mypy: disable-error-code="no-any-return"
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numba as nb
+import numpy as np
+
+from dataclean.dedup.sets import (
+    agreement,
+    count_kernel,
+    counter_bits,
+    heap_sort,
+    jaccard_helper,
+    prefix_lengths,
+    select_kernel,
+    slot,
+    sorted_sets,
+    table_bits,
+)
+
+# A chunk: at most this many rows and this many sketch values (4 bytes each: 16 MB).
+CHUNK_ROWS = 8192
+CHUNK_VALUES = 4 << 20
+# The prefix-token table of pass 2: one byte per slot, at most this many slots (64 MB).
+TOKEN_COUNT_BITS = 26
+# Decision kinds (`dataclean.dedup.verify`); the last three are also the reasons' prefixes.
+UNIQUE, KEPT, EXACT, NEAR = 0, 1, 2, 3
+
+
+class ComponentReader(Protocol):
+    """Reads rows of a partition by their positions in keep order (`dataclean.dedup.candidates`)."""
+
+    def sketches(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, offsets) of these rows' sketches, in the order given."""
+        ...
+
+    def keys(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, offsets) of these rows' LSH keys, in the order given."""
+        ...
+
+
+def chunks(lengths: np.ndarray, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(first, last) row ranges covering start:end, each at most `CHUNK_ROWS` rows and
+    `CHUNK_VALUES` values by `lengths` (a longer row is a chunk of its own)."""
+    first = start
+    while first < end:
+        last = min(end, first + CHUNK_ROWS)
+        total = np.cumsum(lengths[first:last])
+        fits = int(np.searchsorted(total, CHUNK_VALUES, side="right"))
+        last = first + max(1, fits)
+        yield first, last
+        first = last
+
+
+def exact_followers(exact: np.ndarray, earlier: np.ndarray) -> np.ndarray:
+    """Per member (rows in keep order), the first member with its exact hash when it follows
+    one (`verify.decide`: an earlier output's row never follows), else -1."""
+    order = np.argsort(exact, kind="stable")
+    ordered = exact[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    leader = order[np.flatnonzero(first)[np.cumsum(first) - 1]]
+    follows = np.full(len(exact), -1, dtype=np.int64)
+    follows[order] = leader
+    follows[(follows == np.arange(len(exact))) | earlier] = -1
+    return follows
+
+
+@dataclass
+class _Filed:
+    """The near pass's state between chunks: token table, entries, filed centers' sketches."""
+
+    bits: int = 4
+    keys: np.ndarray = field(default_factory=lambda: np.empty(16, np.uint64))
+    filled: np.ndarray = field(default_factory=lambda: np.zeros(16, np.bool_))
+    head: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    length: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    entry_center: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    entry_next: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    values: np.ndarray = field(default_factory=lambda: np.empty(16, np.uint32))
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
+    row: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    stamp: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    shared: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    # centers filed, entries, distinct tokens, similarities computed, members looked up
+    state: np.ndarray = field(default_factory=lambda: np.zeros(5, np.int64))
+
+    def reserve(self, rows: int, values: int, tokens: int) -> None:
+        """Room for a chunk of `rows` members, `values` sketch values and `tokens` tokens."""
+        centers, entries, distinct = (int(v) for v in self.state[:3])
+        self.entry_center = _grown(self.entry_center, entries + tokens)
+        self.entry_next = _grown(self.entry_next, entries + tokens)
+        self.values = _grown(self.values, int(self.offsets[centers]) + values)
+        for name in ("offsets", "row", "stamp", "shared"):
+            setattr(self, name, _grown(getattr(self, name), centers + rows + 1))
+        bits = table_bits(distinct + tokens)
+        if bits > self.bits:
+            table = np.empty(1 << bits, np.uint64), np.zeros(1 << bits, np.bool_)
+            moved = np.empty(1 << bits, np.int64), np.empty(1 << bits, np.int64)
+            _rehash(self.keys, self.filled, self.head, self.length, *table, *moved, bits)
+            self.keys, self.filled = table
+            self.head, self.length = moved
+            self.bits = bits
+
+    def held_bytes(self) -> int:
+        """Bytes of the arrays held between chunks."""
+        arrays = (self.keys, self.filled, self.head, self.length, self.entry_center, self.entry_next)
+        more = (self.values, self.offsets, self.row, self.stamp, self.shared)
+        return sum(array.nbytes for array in (*arrays, *more))
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """`array`, or a copy at least twice as long when it is shorter than `size`."""
+    if len(array) >= size:
+        return array
+    bigger = np.empty(max(size, 2 * len(array)), dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger
+
+
+@dataclass
+class StreamStats:
+    """What deciding a component in chunks held: the most rows and sketch values read at once,
+    and the most bytes the filed state reached (`_Filed.held_bytes`)."""
+
+    chunk_rows: int = 0
+    chunk_values: int = 0
+    filed_bytes: int = 0
+    filed_centers: int = 0
+
+    def saw(self, rows: int, values: int) -> None:
+        self.chunk_rows = max(self.chunk_rows, rows)
+        self.chunk_values = max(self.chunk_values, values)
+
+
+def decide_component(
+    reader: ComponentReader,
+    members: np.ndarray,
+    earlier: np.ndarray,
+    exact_hash: np.ndarray,
+    lengths: np.ndarray,
+    flags: tuple[bool, bool, bool],
+    threshold: float,
+    limits: np.ndarray,
+    decided: tuple[np.ndarray, np.ndarray, np.ndarray],
+    stats: StreamStats,
+) -> int:
+    """Decide one component whose rows are `members` (positions in the partition, keep order),
+    into the partition's kind, target and score (`decided`); returns the similarities computed.
+
+    `earlier`, `exact_hash` and `lengths` (sketch lengths) are per member; `flags` are
+    (exact, near, verify) and `limits` (`MAX_POSTINGS`, `MAX_CHECKS`) as in `verify.decide`.
+    """
+    do_exact, do_near, verify = flags
+    kind, target, score = decided
+    follows = exact_followers(exact_hash, earlier) if do_exact else np.full(len(members), -1, np.int64)
+    checks = 0
+    if do_near:
+        counters = _count_shingles(reader, members, lengths, stats) if verify else None
+        seen = _count_prefixes(reader, members, lengths, threshold, counters, stats) if verify else None
+        filed = _Filed()
+        for first, last in chunks(lengths, 0, len(members)):
+            rows = members[first:last]
+            sets, set_offsets, tokens, token_offsets = _chunk_tokens(
+                reader, rows, threshold, counters, seen, verify
+            )
+            stats.saw(len(rows), len(sets))
+            filed.reserve(len(rows), len(sets), len(tokens))
+            per_row = int(np.diff(token_offsets).max(initial=0))
+            found = max(1, per_row * int(limits[0]))
+            _stream_kernel(
+                rows,
+                np.ascontiguousarray(earlier[first:last]),
+                follows[first:last] >= 0,
+                sets,
+                set_offsets,
+                tokens,
+                token_offsets,
+                threshold,
+                verify,
+                limits,
+                kind,
+                target,
+                score,
+                (filed.keys, filed.filled, filed.head, filed.length),
+                (filed.entry_center, filed.entry_next),
+                (filed.values, filed.offsets, filed.row),
+                (filed.stamp, filed.shared, np.empty(found, np.int64), np.empty(found, np.int64)),
+                filed.state,
+                filed.bits,
+            )
+            stats.filed_bytes = max(stats.filed_bytes, filed.held_bytes())
+        stats.filed_centers = max(stats.filed_centers, int(filed.state[0]))
+        checks = int(filed.state[3])
+    followers = np.flatnonzero(follows >= 0)
+    if len(followers):
+        rows, leaders = members[followers], members[follows[followers]]
+        near = kind[leaders] == NEAR
+        kind[rows] = np.where(near, NEAR, EXACT)
+        target[rows] = np.where(near, target[leaders], leaders)
+        score[rows] = np.where(near, score[leaders], 1.0)
+        kind[leaders[~near]] = KEPT
+    return checks
+
+
+def _count_shingles(
+    reader: ComponentReader, members: np.ndarray, lengths: np.ndarray, stats: StreamStats
+) -> tuple[np.ndarray, int]:
+    """Pass 1: the component's shingle frequencies (`dataclean.dedup.sets` counters)."""
+    bits = int(counter_bits(int(lengths.sum())))
+    counters = np.zeros(1 << bits, dtype=np.uint8)
+    for first, last in chunks(lengths, 0, len(members)):
+        sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
+        stats.saw(last - first, len(sets))
+        count_kernel(sets, set_offsets, counters, bits)
+    return counters, bits
+
+
+def _prefixes(
+    sets: np.ndarray, set_offsets: np.ndarray, threshold: float, counters: tuple[np.ndarray, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk's prefix shingles by the component's complete counters (`sets.prefix_tokens`)."""
+    sizes = np.diff(set_offsets)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(prefix_lengths(sizes, threshold), out=offsets[1:])
+    prefixes = np.empty(int(offsets[-1]), dtype=np.uint64)
+    counts = np.empty(max(1, int(sizes.max(initial=0))), dtype=np.uint8)
+    table, bits = counters
+    select_kernel(sets, set_offsets, offsets, prefixes, table, bits, counts, np.empty(256, np.int64))
+    return prefixes, offsets
+
+
+def _count_prefixes(
+    reader: ComponentReader,
+    members: np.ndarray,
+    lengths: np.ndarray,
+    threshold: float,
+    counters: tuple[np.ndarray, int] | None,
+    stats: StreamStats,
+) -> tuple[np.ndarray, int]:
+    """Pass 2: how many prefixes hold each token (0, 1, or 2 for two or more), by slot."""
+    assert counters is not None
+    bits = min(TOKEN_COUNT_BITS, table_bits(4 * int(lengths.sum())))
+    seen = np.zeros(1 << bits, dtype=np.uint8)
+    for first, last in chunks(lengths, 0, len(members)):
+        sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
+        stats.saw(last - first, len(sets))
+        prefixes, _ = _prefixes(sets, set_offsets, threshold, counters)
+        _tally_kernel(prefixes, seen, bits)
+    return seen, bits
+
+
+def _chunk_tokens(
+    reader: ComponentReader,
+    rows: np.ndarray,
+    threshold: float,
+    counters: tuple[np.ndarray, int] | None,
+    seen: tuple[np.ndarray, int] | None,
+    verify: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A chunk's sets (sorted when `verify`) and lookup tokens: shared prefix shingles, else
+    LSH keys."""
+    sketch, sketch_offsets = reader.sketches(rows)
+    if not verify:
+        keys, key_offsets = reader.keys(rows)
+        return sketch, sketch_offsets, keys, key_offsets
+    assert counters is not None and seen is not None
+    sets, set_offsets = sorted_sets(sketch, sketch_offsets)
+    prefixes, offsets = _prefixes(sets, set_offsets, threshold, counters)
+    keep = np.empty(len(prefixes), np.bool_)
+    _shared_kernel(prefixes, seen[0], seen[1], keep)
+    kept_offsets = np.concatenate([[0], np.cumsum(keep)])[offsets].astype(np.int64)
+    return sets, set_offsets, prefixes[keep], kept_offsets
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@nb.njit(cache=True, nogil=True)
+def _tally_kernel(tokens: np.ndarray, seen: np.ndarray, bits: int) -> None:
+    """Count each token in its slot, saturating at 2."""
+    for k in range(len(tokens)):
+        place = np.int64((tokens[k] * _GOLDEN) >> np.uint64(64 - bits))
+        if seen[place] < 2:
+            seen[place] += 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _shared_kernel(tokens: np.ndarray, seen: np.ndarray, bits: int, keep: np.ndarray) -> None:
+    """Per token, whether its slot counted two prefixes or more."""
+    for k in range(len(tokens)):
+        keep[k] = seen[np.int64((tokens[k] * _GOLDEN) >> np.uint64(64 - bits))] >= 2
+
+
+@nb.njit(cache=True, nogil=True)
+def _rehash(keys, filled, head, length, new_keys, new_filled, new_head, new_length, bits):  # type: ignore[no-untyped-def]
+    """Move the token table into a larger one (arrays allocated by `_Filed.reserve`)."""
+    for i in range(len(keys)):
+        if filled[i]:
+            place = slot(new_keys, new_filled, keys[i], bits)
+            new_keys[place], new_filled[place] = keys[i], True
+            new_head[place], new_length[place] = head[i], length[i]
+
+
+@nb.njit(cache=True, nogil=True)
+def _stream_kernel(  # type: ignore[no-untyped-def]
+    rows,
+    earlier,
+    follower,
+    sets,
+    set_offsets,
+    tokens,
+    token_offsets,
+    threshold,
+    exact_jaccard,
+    limits,
+    kind,
+    target,
+    score,
+    table,
+    entries,
+    centers,
+    marks,
+    state,
+    bits,
+):
+    """One chunk of `verify._decide_kernel`'s near pass, with its state carried in `state` and the
+    filed arrays: a member's sketch is copied after the filed centers' (slot `state[0]`) and kept
+    there only if it files a token. Centers are numbered by slot, which is keep order, so ties
+    break as in `_decide_kernel`."""
+    max_postings, max_checks = limits[0], limits[1]
+    token_keys, token_filled, token_head, token_length = table
+    entry_center, entry_next = entries
+    values, offsets, center_row = centers
+    stamp, shared, found, ranked = marks
+    for i in range(len(rows)):
+        if follower[i]:
+            continue
+        x = state[0]
+        start = offsets[x]
+        size = set_offsets[i + 1] - set_offsets[i]
+        values[start : start + size] = sets[set_offsets[i] : set_offsets[i + 1]]
+        offsets[x + 1] = start + size
+        stamp[x] = -1
+        member = state[4]
+        state[4] += 1
+        if not earlier[i]:
+            count = 0
+            for k in range(token_offsets[i], token_offsets[i + 1]):
+                place = slot(token_keys, token_filled, tokens[k], bits)
+                entry = token_head[place] if token_filled[place] else -1
+                while entry >= 0:
+                    center = entry_center[entry]
+                    entry = entry_next[entry]
+                    if stamp[center] != member:
+                        stamp[center] = member
+                        other = offsets[center + 1] - offsets[center]
+                        if exact_jaccard and min(size, other) < threshold * max(size, other) - 1e-9:
+                            shared[center] = -1
+                            continue
+                        shared[center] = 0
+                        found[count] = center
+                        count += 1
+                    if shared[center] >= 0:
+                        shared[center] += 1
+            if count > max_checks:  # the centers sharing the most tokens, then earliest
+                for j in range(count):
+                    most_shared = min(shared[found[j]], (1 << 22) - 1)
+                    ranked[j] = ((np.int64(1 << 22) - most_shared) << 40) | found[j]
+                heap_sort(ranked, count)
+                for j in range(max_checks):
+                    found[j] = ranked[j] & ((np.int64(1) << 40) - 1)
+                count = max_checks
+            best = -1
+            best_similarity = -1.0
+            for j in range(count):
+                center = found[j]
+                if exact_jaccard:
+                    similarity = jaccard_helper(values, offsets, x, center)
+                else:
+                    similarity = agreement(values, offsets, x, center)
+                if similarity >= threshold and (
+                    similarity > best_similarity or (similarity == best_similarity and center < best)
+                ):
+                    best, best_similarity = center, similarity
+            state[3] += count
+            if best >= 0:
+                kind[rows[i]], target[rows[i]], score[rows[i]] = NEAR, center_row[best], best_similarity
+                if kind[center_row[best]] == UNIQUE:
+                    kind[center_row[best]] = KEPT
+                continue
+        filed = False
+        for k in range(token_offsets[i], token_offsets[i + 1]):
+            place = slot(token_keys, token_filled, tokens[k], bits)
+            if not token_filled[place]:
+                token_keys[place], token_filled[place] = tokens[k], True
+                token_head[place], token_length[place] = -1, 0
+                state[2] += 1
+            if token_length[place] < max_postings:
+                entry_center[state[1]], entry_next[state[1]] = x, token_head[place]
+                token_head[place] = state[1]
+                token_length[place] += 1
+                state[1] += 1
+                filed = True
+        if filed:
+            center_row[x] = rows[i]
+            state[0] = x + 1
