@@ -12,7 +12,9 @@
   feedback --losses` reads: the loss at position p predicts token p + 1 of the sample, so it counts
   for the document that token belongs to; a document cut across samples gathers all its pieces.
 - `suspects(...)`: a `data` spike's iteration mapped to its documents, as quarantine entries for
-  review, ranked by their per-document loss when there is one, else by the corpus's perplexity.
+  review, ranked by their per-document loss when there is one, else by the corpus's perplexity
+  and quality signals (`dataclean.feedback.suspicion`). `dataclean feedback --megatron` and
+  `dataclean megatron suspects` both list them with it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclean import columns as C
 from dataclean.export.megatron.locate import Locator
 from dataclean.feedback.detectors import DiagnosisRules, Spike, diagnose
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
+from dataclean.feedback.suspicion import corpus_suspicion
 from dataclean.quarantine.lists import make_list
 
 SUSPECT_REASON = "megatron_data_spike"
@@ -85,12 +88,6 @@ class TokenLossRecorder:
         return path
 
 
-def _rank(entry: dict[str, Any]) -> float:
-    """Highest score first, unscored entries last."""
-    score = entry[C.SCORE]
-    return -float(score) if score is not None else math.inf
-
-
 def _numpy(value: Any) -> np.ndarray:
     if hasattr(value, "detach"):
         value = value.detach().float().cpu().numpy()
@@ -137,39 +134,46 @@ def suspects(
     spikes: list[Spike],
     locator: Locator,
     losses: pa.Table | None = None,
-    perplexity: dict[str, float] | None = None,
+    corpus: str | Path | None = None,
 ) -> pa.Table:
-    """The documents of every `data` spike's iteration as quarantine entries for review, scored by
-    their loss at that iteration (`losses`, a per-sample loss log), else by `perplexity` (id ->
-    the corpus's `ppl`), else unscored; highest score first."""
+    """The documents of every `data` spike's iteration as quarantine entries for review.
+
+    Ranked (the list's order) by their mean loss at that iteration when `losses` (a per-sample
+    loss log, as `document_losses` makes) has it, highest first; then the others by their
+    suspicion in the `corpus` (a dataclean output: `dataclean.feedback.suspicion`, 0-1), highest
+    first; then the unscored. `score` is the loss, else the suspicion.
+    """
     by_key: dict[tuple[str, int], float] = {}
     if losses is not None:
         for row in losses.select([C.SAMPLE_ID, C.STEP, C.LOSS]).to_pylist():
-            by_key[(str(row[C.SAMPLE_ID]), int(row[C.STEP] or -1))] = float(row[C.LOSS])
-    entries = []
+            if row[C.LOSS] is not None and math.isfinite(row[C.LOSS]):
+                by_key[(str(row[C.SAMPLE_ID]), int(row[C.STEP] or -1))] = float(row[C.LOSS])
+    found: list[tuple[str, int]] = []
     for spike in spikes:
         if spike.diagnosis != "data":
             continue
         seen: set[str] = set()
         for sample in locator.iteration(spike.step):
             for span in sample.spans:
-                if span.id is None or span.id in seen:
-                    continue
-                seen.add(span.id)
-                score = by_key.get((span.id, spike.step))
-                if score is None and perplexity is not None:
-                    score = perplexity.get(span.id)
-                entries.append(
-                    {
-                        C.SAMPLE_ID: span.id,
-                        C.REASON: f"{SUSPECT_REASON}:iteration_{spike.step}",
-                        C.SCORE: score if score is not None and math.isfinite(score) else None,
-                        C.FIRST_STEP: spike.step,
-                        C.LAST_STEP: spike.step,
-                        C.OCCURRENCES: 1,
-                        C.ACTION: "review",
-                        C.SOURCE: "megatron",
-                    }
-                )
-    entries.sort(key=_rank)
-    return make_list(entries)
+                if span.id is not None and span.id not in seen:
+                    seen.add(span.id)
+                    found.append((span.id, spike.step))
+    unscored = {i for i, step in found if (i, step) not in by_key}
+    suspicion = corpus_suspicion(corpus, unscored) if corpus is not None and unscored else {}
+    ranked = []
+    for sample_id, step in found:
+        loss, other = by_key.get((sample_id, step)), suspicion.get(sample_id)
+        rank = (0, -loss) if loss is not None else (1, -other) if other is not None else (2, 0.0)
+        entry = {
+            C.SAMPLE_ID: sample_id,
+            C.REASON: f"{SUSPECT_REASON}:iteration_{step}",
+            C.SCORE: loss if loss is not None else other,
+            C.FIRST_STEP: step,
+            C.LAST_STEP: step,
+            C.OCCURRENCES: 1,
+            C.ACTION: "review",
+            C.SOURCE: "megatron",
+        }
+        ranked.append((rank, entry))
+    ranked.sort(key=lambda item: item[0])
+    return make_list(entry for _, entry in ranked)

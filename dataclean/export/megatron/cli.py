@@ -5,16 +5,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import shlex
+from pathlib import Path
 from typing import Any
 
 import click
 
-from dataclean import columns as C
 from dataclean.errors import ConfigError
 from dataclean.export.megatron.cache import Settings, load_cache, parse_data_path
 from dataclean.export.megatron.filter import filter_prefix
 from dataclean.export.megatron.locate import Batching, LocatedSample, Locator, TokenizerDecoder, decode_bytes
-from dataclean.export.source import input_files
 from dataclean.export.tokenizer import BYTES, PackTokenizer
 from dataclean.io.files import read_parquet, write_parquet
 from dataclean.quarantine.lists import write_list
@@ -115,7 +115,35 @@ def _data_options(command: Any) -> Any:
     return wrapped
 
 
-def _locator(data: DataArgs, decode: Any = None, with_text: bool = True) -> Locator:
+def parse_data_args(value: str) -> DataArgs:
+    """The data options as one string (`dataclean feedback --megatron`), or `@FILE` for a file
+    holding them (quoted as in a shell; `#` starts a comment), parsed by the very option
+    definitions locate uses, so the two never differ."""
+    if value.startswith("@"):
+        try:
+            value = Path(value[1:]).read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"--megatron {value}: {error.strerror or error}") from None
+    try:
+        words = shlex.split(value, comments=True)
+    except ValueError as error:
+        raise ConfigError(f"--megatron: {error}") from None
+    found: list[DataArgs] = []
+
+    @click.command(add_help_option=False)
+    @_data_options
+    def collect(data: DataArgs) -> None:
+        found.append(data)
+
+    try:
+        collect.main(words, prog_name="--megatron", standalone_mode=False)
+    except click.ClickException as error:
+        raise ConfigError(f"--megatron: {error.format_message()}") from None
+    return found[0]
+
+
+def data_locator(data: DataArgs, decode: Any = None, with_text: bool = True) -> Locator:
+    """The locator of the cache these options name (its description checked against them)."""
     prefixes, weights = parse_data_path([word for value in data.data_path for word in value.split()])
     settings = Settings(
         prefixes, weights, data.seq_length, "train", data.seed, data.split_string, data.train_samples
@@ -158,7 +186,7 @@ def locate(
     decode = None
     if tokenizer_spec is not None:
         decode = decode_bytes if tokenizer_spec == BYTES else TokenizerDecoder(PackTokenizer(tokenizer_spec))
-    locator = _locator(data, decode, not no_text)
+    locator = data_locator(data, decode, not no_text)
     located = [s for i in iterations for s in locator.iteration(i, consumed_samples)]
     if as_json:
         click.echo(json.dumps([s.to_json() for s in located], ensure_ascii=False, indent=1))
@@ -197,7 +225,7 @@ def losses_command(
     """Per-document losses from FOLDER (the loss_func hook's files) for `dataclean feedback --losses`."""
     from dataclean.feedback.megatron import document_losses
 
-    locator = _locator(data, with_text=False)
+    locator = data_locator(data, with_text=False)
     table = document_losses(folder, locator)
     write_parquet(output, table)
     click.echo(f"wrote {output}: {table.num_rows:,} (document, iteration) losses")
@@ -210,7 +238,9 @@ def losses_command(
     "--losses", "losses_path", default=None, help="Per-document losses (`dataclean megatron losses`)."
 )
 @click.option(
-    "--corpus", default=None, help="The dataclean output exported (its ppl ranks suspects without losses)."
+    "--corpus",
+    default=None,
+    help="The dataclean output exported (its ppl and quality rank suspects without losses).",
 )
 @click.option("-o", "--output", required=True, help="The quarantine list to write (entries for review).")
 def suspects_command(
@@ -224,26 +254,13 @@ def suspects_command(
     from dataclean.feedback.logs import read_step_log
     from dataclean.feedback.megatron import step_spikes, suspects
 
-    locator = _locator(data, with_text=False)
+    locator = data_locator(data, with_text=False)
     spikes = step_spikes(read_step_log(train_log).table)
     losses = read_parquet(losses_path) if losses_path else None
-    perplexity = _corpus_perplexity(corpus) if corpus else None
-    listed = suspects(spikes, locator, losses=losses, perplexity=perplexity)
+    listed = suspects(spikes, locator, losses=losses, corpus=corpus)
     write_list(listed, output)
     for spike in spikes:
         click.echo(
             f"iteration {spike.step}: loss {spike.loss:.4g} against {spike.level:.4g}: {spike.diagnosis}"
         )
     click.echo(f"wrote {output}: {listed.num_rows:,} documents of data spikes, for review")
-
-
-def _corpus_perplexity(corpus: str) -> dict[str, float]:
-    """id -> ppl of a dataclean output's kept rows (none when it has no ppl column)."""
-    found: dict[str, float] = {}
-    for path in input_files(corpus):
-        table = read_parquet(path)
-        if C.PPL in table.column_names:
-            for row in table.select([C.ID, C.PPL]).to_pylist():
-                if row[C.PPL] is not None:
-                    found[str(row[C.ID])] = float(row[C.PPL])
-    return found

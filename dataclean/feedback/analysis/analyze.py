@@ -114,14 +114,21 @@ def _spike_scores(spike: Spike, batch: pa.Table) -> dict[str, float]:
 
 
 def analyze(
-    losses: str | Path,
+    losses: str | Path | None,
     steps: str | Path | None = None,
     corpus: str | Path | None = None,
     settings: Settings | None = None,
 ) -> Analysis:
-    """Read the logs, find outliers and spikes, diagnose, and build the quarantine entries."""
+    """Read the logs, find outliers and spikes, diagnose, and build the quarantine entries.
+
+    `losses` None (`dataclean feedback --megatron` without a per-sample loss log): the spikes of
+    the step log alone, diagnosed from it, and no sample judged.
+    """
     settings = settings or Settings()
-    loss_log = read_loss_log(losses)
+    if losses is not None:
+        loss_log = read_loss_log(losses)
+    else:
+        loss_log = Log(S.LOSS_LOG_SCHEMA.empty_table(), notes=["no per-sample loss log: step log only"])
     step_log = read_step_log(steps) if steps is not None else None
     table = loss_log.table
     loss_values = pc.fill_null(table.column(C.LOSS), math.nan).to_numpy(zero_copy_only=False)
@@ -166,7 +173,7 @@ def analyze(
     )
     entries: dict[str, dict[str, Any]] = {}
     stats = {row[C.SAMPLE_ID]: row for row in verdicts.to_pylist()}
-    source = f"feedback:{Path(losses).name}"
+    source = f"feedback:{Path(losses).name if losses is not None else 'steps'}"
     now = datetime.now(timezone.utc).replace(microsecond=0)
     for spike in spikes:
         if spike.diagnosis != "data" or spike.step not in batches:
@@ -205,7 +212,7 @@ def analyze(
         quarantine=make_list(rows),
         nonfinite=int((~np.isfinite(loss_values)).sum()),
     )
-    if corpus is not None:
+    if corpus is not None and table.num_rows:  # without losses no sample is judged
         _attach_corpus(analysis, corpus)
         logged = pc.unique(table.column(C.SAMPLE_ID)).to_pylist()
         groups = read_corpus_groups(corpus, logged, settings.group_by)

@@ -1,10 +1,12 @@
 """`dataclean feedback`: training logs in, a quarantine list, spikes.json, a report and a picture out.
 
     dataclean feedback --losses PATH [--steps PATH] [--corpus OUT] -o DIR [--merge LIST]
+    dataclean feedback --steps TRAIN.LOG --megatron DATA_ARGS [--losses PATH] [--corpus OUT] -o DIR
 
 Writes DIR/quarantine.parquet (merged with --merge LIST without duplicates), DIR/spikes.json,
-DIR/report.md and DIR/training.png. The next `dataclean run ... --quarantine DIR/quarantine.parquet`
-leaves the listed samples out.
+DIR/report.md and DIR/training.png. With `--megatron` (Megatron-LM's data options) the documents
+of every data spike's iteration join the list for review (`dataclean.feedback.analysis.megatron`).
+The next `dataclean run ... --quarantine DIR/quarantine.parquet` leaves the listed samples out.
 """
 
 from __future__ import annotations
@@ -87,6 +89,16 @@ from dataclean.quarantine.lists import merge_lists, read_list, write_list
     help="What the list does with persistent outliers: review (default: listed, applied once "
     "accepted with `dataclean feedback accept`), drop or downweight. Spike culprits are dropped.",
 )
+@click.option(
+    "--megatron",
+    "megatron_args",
+    default=None,
+    metavar="DATA_ARGS",
+    help="Megatron-LM's data options as `dataclean megatron locate` takes them, quoted as one "
+    "(or @FILE holding them): the documents of every data spike in --steps (Megatron's log) are "
+    "listed for review, ranked by --losses (`dataclean megatron losses`) or else the corpus's ppl "
+    "and quality.",
+)
 @click.option("--action", type=click.Choice(["drop", "downweight"]), default=None, hidden=True)
 @click.option("--weight", default=0.1, show_default=True, help="Weight of down-weighted samples.")
 @click.option(
@@ -113,6 +125,7 @@ def feedback(
     action: str | None,
     weight: float,
     group_by: tuple[str, ...],
+    megatron_args: str | None,
 ) -> None:
     """Find samples that hurt training and write a quarantine list for the next run.
 
@@ -120,8 +133,10 @@ def feedback(
     """
     if ctx.invoked_subcommand is not None:
         return
-    if losses is None or output is None:
+    if (losses is None and megatron_args is None) or output is None:
         raise click.UsageError("Missing option '--losses' or '-o' / '--output'.")
+    if megatron_args is not None and steps is None:
+        raise click.UsageError("--megatron needs --steps: Megatron-LM's training log.")
     settings = Settings(
         window=window,
         z_threshold=z_threshold,
@@ -135,6 +150,11 @@ def feedback(
     )
     try:
         analysis = analyze(losses, steps, corpus, settings)
+        if megatron_args is not None:
+            from dataclean.feedback.analysis.megatron import megatron_suspects
+
+            suspects = megatron_suspects(megatron_args, analysis, corpus)
+            analysis.quarantine = merge_lists(analysis.quarantine, suspects)
         quarantine = analysis.quarantine
         if merge_with:
             quarantine = merge_lists(read_list(merge_with), quarantine)
