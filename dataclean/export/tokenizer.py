@@ -13,6 +13,7 @@ end-of-document, `eod`), the unit both `dataclean pack` and `dataclean export me
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,13 +113,16 @@ class PackTokenizer:
         """Tokens of every text (int32, concatenated) and offsets (int64, len(texts) + 1)."""
         if self.spec == BYTES:
             return _utf8_tokens(texts)
+        # One call for the batch: the library encodes it on its own thread pool (Rust, without
+        # the GIL; TOKENIZERS_PARALLELISM=false or RAYON_NUM_THREADS=1 keep it to one core), and
+        # `_fast` skips the character offsets nobody reads here.
         encodings = self._tokenizer().encode_batch_fast(texts.to_pylist(), add_special_tokens=False)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         offsets = np.zeros(len(encodings) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        if not encodings:
-            return np.zeros(0, np.int32), offsets
-        return np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encodings]), offsets
+        np.cumsum(np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings)), out=offsets[1:])
+        # each encoding's ids list is built once and read straight into one array (no per-row
+        # array, no second list for the length: len(encoding) is its token count)
+        ids = itertools.chain.from_iterable(e.ids for e in encodings)
+        return np.fromiter(ids, dtype=np.int32, count=int(offsets[-1])), offsets
 
 
 def _utf8_tokens(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:

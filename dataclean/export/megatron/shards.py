@@ -68,7 +68,7 @@ class ExportShard:
                 texts = batch.table.column(C.TEXT).combine_chunks()
                 text_bytes += int(pc.sum(pc.binary_length(texts)).as_py() or 0)
                 tokens, offsets = encode_documents(self.tokenizer, texts)
-                sink.write(tokens.astype(dtype).tobytes())
+                sink.write(tokens.astype(dtype, copy=False).data)  # no bytes copy of the array
                 length = np.diff(offsets)
                 lengths.append(length)
                 ids.append(
