@@ -46,20 +46,23 @@ from dataclean.lm.charmap import (
     whitespace_table,
 )
 from dataclean.lm.normalize import normalize_text
+from dataclean.lm.prefetch import prefetch
 from dataclean.lm.unigram import UnigramTables, child, read_unigram
 from dataclean.lm.wordcache import (
     COUNT,
+    FNV_OFFSET,
+    FNV_PRIME,
+    HEADER,
+    KEY_LEN,
+    MARGIN,
     MAX_CACHED_WORD,
-    OUT,
     OUT_LEN,
-    PATH,
     PATH_LEN,
     find,
     insert,
     margin,
     new_cache,
     rounding,
-    word_hash,
 )
 
 WORD_START = 0x2581  # "▁"
@@ -69,6 +72,9 @@ WORD_START = 0x2581  # "▁"
 RESET = np.float32(100000.0)
 # Code points normalized per call of `_normalize` (more when one text needs more).
 CHUNK = 1 << 16
+# Words between the one segmented and the one whose cache slot is prefetched (its record is
+# prefetched half way).
+AHEAD = 8
 
 
 @helper
@@ -93,11 +99,13 @@ def _normalize(data, offsets, row, index, pool, expansion, char_ids, codes, ids,
     """Normalize texts from `row` on while they surely fit in `codes`, into words.
 
     Writes each word's code points and char ids to codes/ids, "▁" first, and in ends[:, k] where
-    word k ends and, for the last word of a line, its text (-1 for the others). Flags unsafe
-    texts. Returns (the next text to do, words written).
+    word k ends, for the last word of a line its text (-1 for the others), and its hash (FNV-1a,
+    `wordcache.FNV_OFFSET`).
+    Flags unsafe texts. Returns (the next text to do, words written).
     """
     word_start_id = char_ids[WORD_START]
     n = n_words = 0
+    h = np.int64(FNV_OFFSET)
     while row < len(offsets) - 1:
         position, stop = offsets[row], offsets[row + 1]
         if n > 0 and n + expansion * (stop - position) + 2 > len(codes):
@@ -120,20 +128,20 @@ def _normalize(data, offsets, row, index, pool, expansion, char_ids, codes, ids,
                     pending_space = in_line
                 elif c == NEWLINE:
                     if in_line:
-                        ends[0, n_words] = n
-                        ends[1, n_words] = row
+                        ends[0, n_words], ends[1, n_words], ends[2, n_words] = n, row, h
                         n_words += 1
                     in_line = pending_space = False
                 else:
                     if not in_line or pending_space:
                         if in_line:
-                            ends[0, n_words] = n
-                            ends[1, n_words] = -1
+                            ends[0, n_words], ends[1, n_words], ends[2, n_words] = n, -1, h
                             n_words += 1
                         codes[n] = WORD_START
                         ids[n] = word_start_id
                         n += 1
+                        h = (np.int64(FNV_OFFSET) ^ WORD_START) * np.int64(FNV_PRIME)
                         in_line, pending_space = True, False
+                    h = (h ^ c) * np.int64(FNV_PRIME)
                     codes[n] = c
                     ids[n] = char_ids[c] if c < len(char_ids) else 0
                     n += 1
@@ -148,7 +156,7 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
     used, lines, ids)."""
     _, trie, scores, unknown, magnitude = tables
     root_children, edge_keys, edge_nodes, node_pieces = trie
-    slots, entries, margins, keys, outputs, paths, cached_ids, _ = cache
+    slots, arena, floats, octets, _ = cache
     best, starts, pieces, path, path_scores, best64, second64 = work
     width = len(root_children)
     line_score = np.float32(0.0)
@@ -166,21 +174,30 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
         # A word is cached, and a cached word reused, only where no rebase can happen inside it.
         cacheable = n <= MAX_CACHED_WORD and abs(line_score) + (n + 1) * magnitude < RESET
         bound = rounding(n, line_score, magnitude)
-        entry, slot, h = -1, -1, np.int64(0)
+        entry, slot, h = np.int64(-1), np.int64(-1), ends[2, w]
+        if w + AHEAD < n_words:  # a later word's slot, and its record once the slot is in
+            prefetch(slots, ends[2, w + AHEAD] & (len(slots) - 1))  # type: ignore[call-arg]
+        if w + AHEAD // 2 < n_words:
+            ahead = slots[ends[2, w + AHEAD // 2] & (len(slots) - 1)]
+            if ahead >= 0:
+                prefetch(arena, ahead)  # type: ignore[call-arg]
         if cacheable:
-            h = word_hash(codes, start, n)
-            entry, slot = find(slots, entries, keys, h, codes, start, n)
-        if entry >= 0 and margins[entry] > bound:  # cached, and safe to reuse here
-            for i in range(entries[entry, PATH], entries[entry, PATH] + entries[entry, COUNT]):
-                given = cached_ids[i]
+            entry, slot = find(slots, arena, h, codes, start, n)
+        if entry >= 0 and floats[entry + MARGIN] > bound:  # cached, and safe to reuse here
+            at = entry + HEADER + arena[entry + KEY_LEN]
+            count = np.int64(arena[entry + COUNT])
+            for i in range(at, at + count):
+                given = arena[i]
                 piece_ids[n_ids] = given if given >= 0 else given - used  # offset in `out`
                 n_ids += 1
-            for i in range(entries[entry, OUT], entries[entry, OUT] + entries[entry, OUT_LEN]):
-                out[used] = outputs[i]
+            at += count
+            for i in range(at, at + arena[entry + PATH_LEN]):
+                line_score = floats[i] + line_score
+            at = 4 * (at + arena[entry + PATH_LEN])
+            for i in range(at, at + arena[entry + OUT_LEN]):
+                out[used] = octets[i]
                 used += 1
-            for i in range(entries[entry, PATH], entries[entry, PATH] + entries[entry, PATH_LEN]):
-                line_score = paths[i] + line_score
-            line_pieces += entries[entry, COUNT]
+            line_pieces += count
         else:
             # SentencePiece's search over the word, from the line's score.
             starts[: n + 1] = -1
@@ -273,11 +290,12 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
 
 
 def _work(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
-    """Buffers for `size` code points: codes, char ids, word ends, and the search's arrays."""
+    """Buffers for `size` code points: codes, char ids, word ends (with texts and hashes), and
+    the search's arrays."""
     return (
         np.empty(size, np.int64),
         np.empty(size, np.int64),
-        np.empty((2, size), np.int64),
+        np.empty((3, size), np.int64),
         (
             np.empty(size + 1, np.float32),  # best score to each position,
             np.empty(size + 1, np.int64),  # where its last piece starts,

@@ -203,15 +203,16 @@ def model_file(folder: Path) -> Path | None:
     return next((folder / name for name in MODEL_FILES if (folder / name).exists()), None)
 
 
-def prepare_tables(folder: Path) -> None:
+def prepare_tables(folder: Path) -> int | None:
     """Build and cache the tables a model's scoring reads (`unigram.read_unigram`,
-    `arpa.read_arpa`), so that the processes of a run load them instead of each building them."""
+    `arpa.read_arpa`), so that the processes of a run load them instead of each building them.
+    Returns the n-gram order of the model's tables, None if KenLM itself scores it."""
     tokenizer = folder / TOKENIZER_FILE
     if tokenizer.exists():
         read_unigram(tokenizer.read_bytes())
     path = model_file(folder)
-    if path is not None:
-        read_arpa(path)
+    tables = read_arpa(path) if path is not None else None
+    return tables.order if tables is not None else None
 
 
 def load_model(name_or_path: str | Path) -> LanguageModel:

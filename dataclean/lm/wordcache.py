@@ -13,15 +13,18 @@ the most that float32 rounding can move a comparison there, so that SentencePiec
 pick the same pieces; elsewhere the word is searched again. A word whose margin is too small
 already when first seen is stored with margin -1 (never reused).
 
-Layout (numpy arrays, passed to compiled code as a tuple):
-- `slots`: open-addressing table of entry numbers, -1 where empty (at most half full);
-- `entries[i]`: hash, key start, key length, output start, output length, path start, path
-  length, pieces (after merging unknowns), pointing into
-- `keys` (code points), `outputs` (UTF-8 pieces joined by spaces), `paths` (float32 score of each
-  piece on the path, to replay the running score), `ids` (from the path start: each output
-  piece's id, or, for a run of unknowns, -(1 + its offset in the word's output): the ids
-  `compiled.py` hands to the scorer);
-- `margins[i]`, and `state`: entries and arena positions used. A full cache starts over.
+Layout: each entry is one contiguous record, so that a word found in the cache costs one or two
+cache lines, not one in each of seven arrays (the layout before this one). The record is in
+`arena`, an int32 array that `floats` (float32) and `octets` (uint8) view as well:
+- `HEADER` fields: the low 32 bits of the word's hash, its length in code points, its pieces
+  (after merging unknowns), its path's length, its output's length in bytes, and its margin
+  (float32, rounded down: a reuse it allows the float64 margin allows too);
+- then the word's code points; each output piece's id, or, for a run of unknowns, -(1 + its
+  offset in the word's output) (the ids `compiled.py` hands to the scorer); the float32 score of
+  each piece on the path, to replay the running score; and the pieces' UTF-8 bytes, joined by
+  spaces, from the next int32 on.
+`slots` is an open-addressing table of the records' offsets, -1 where empty (at most half full),
+and `state` counts the entries and the arena used. A full cache starts over.
 """
 
 from __future__ import annotations
@@ -34,21 +37,28 @@ from dataclean.lm.unigram import child
 # Words longer than this (code points, with the "▁") are searched every time, never cached.
 MAX_CACHED_WORD = 32
 ENTRIES = 1 << 16
-HASH, KEY, KEY_LEN, OUT, OUT_LEN, PATH, PATH_LEN, COUNT = range(8)
-_ENTRIES_USED, _KEYS_USED, _OUTS_USED, _PATHS_USED = range(4)
+# int32s of arena per entry: English words take about 20 (a few hundred thousand words between
+# two restarts of a full cache).
+ARENA_PER_ENTRY = 32
+HASH, KEY_LEN, COUNT, PATH_LEN, OUT_LEN, MARGIN = range(6)
+HEADER = 6
+_ENTRIES_USED, _ARENA_USED = range(2)
+# A word's hash: FNV-1a over its code points, which `compiled._normalize` computes as it cuts words.
+FNV_OFFSET = -3750763034362895579
+FNV_PRIME = 1099511628211
+# A float64 margin times this, then rounded to float32, is below the margin (see the docstring).
+_ROUND_DOWN = 1.0 - 2.0**-20
 
 
 def new_cache(entries: int = ENTRIES) -> tuple[np.ndarray, ...]:
-    """Empty cache arrays: (slots, entries, margins, keys, outputs, paths, ids, state)."""
+    """Empty cache arrays: (slots, arena, its float32 and uint8 views, state)."""
+    arena = np.zeros(entries * ARENA_PER_ENTRY, np.int32)
     return (
         np.full(2 * entries, -1, np.int32),
-        np.zeros((entries, 8), np.int64),
-        np.zeros(entries, np.float64),
-        np.zeros(entries * 12, np.int32),
-        np.zeros(entries * 40, np.uint8),
-        np.zeros(entries * 12, np.float32),
-        np.zeros(entries * 12, np.int32),
-        np.zeros(4, np.int64),
+        arena,
+        arena.view(np.float32),
+        arena.view(np.uint8),
+        np.zeros(2, np.int64),
     )
 
 
@@ -64,45 +74,25 @@ def rounding(n, offset, magnitude):  # type: ignore[no-untyped-def]
 
 
 @helper
-def word_hash(codes, start, n):  # type: ignore[no-untyped-def]
-    """FNV-1a over codes[start:start + n]."""
-    h = np.int64(-3750763034362895579)
-    for i in range(start, start + n):
-        h = (h ^ codes[i]) * np.int64(1099511628211)
-    return h
-
-
-@helper
-def find(slots, entries, keys, h, codes, start, n):  # type: ignore[no-untyped-def]
-    """(entry of the word codes[start:start + n] or -1, the slot where it is or would go)."""
+def find(slots, arena, h, codes, start, n):  # type: ignore[no-untyped-def]
+    """(offset of the record of the word codes[start:start + n] or -1, the slot where it is or
+    would go); `h` its hash (FNV-1a, see `FNV_OFFSET`)."""
     mask = len(slots) - 1
     slot = h & mask
+    tag = np.int32(h & 0xFFFFFFFF)
     while True:
-        entry = slots[slot]
+        entry = np.int64(slots[slot])
         if entry == -1:
-            return -1, slot
-        if entries[entry, HASH] == h and entries[entry, KEY_LEN] == n:
-            key = entries[entry, KEY]
+            return entry, slot
+        if arena[entry + HASH] == tag and arena[entry + KEY_LEN] == n:
             same = True
             for i in range(n):
-                if keys[key + i] != codes[start + i]:
+                if arena[entry + HEADER + i] != codes[start + i]:
                     same = False
                     break
             if same:
                 return entry, slot
         slot = (slot + 1) & mask
-
-
-@helper
-def _fits(cache, n, size, length):  # type: ignore[no-untyped-def]
-    slots, entries, _, keys, outputs, paths, _, state = cache
-    return (
-        state[_ENTRIES_USED] + 1 <= len(entries)
-        and 2 * (state[_ENTRIES_USED] + 1) <= len(slots)
-        and state[_KEYS_USED] + n <= len(keys)
-        and state[_OUTS_USED] + size <= len(outputs)
-        and state[_PATHS_USED] + length <= len(paths)
-    )
 
 
 @helper
@@ -112,33 +102,35 @@ def insert(  # type: ignore[no-untyped-def]
 ):  # fmt: skip
     """Store a word (codes[start:start + n]) whose pieces were written at out[out_start:out_stop]
     and whose `count` ids at piece_ids[ids_start:] (unknowns' offsets counted in `out`)."""
-    slots, entries, margins, keys, outputs, paths, ids, state = cache
+    slots, arena, floats, octets, state = cache
     size = out_stop - out_start
-    if not _fits(cache, n, size, length):
+    record = HEADER + n + count + length + (size + 3) // 4
+    if 2 * (state[_ENTRIES_USED] + 1) > len(slots) or state[_ARENA_USED] + record > len(arena):
         slots[:] = -1  # full: start over
         state[:] = 0
-        if not _fits(cache, n, size, length):
+        if record > len(arena):
             return  # larger than the whole cache
-        _, slot = find(slots, entries, keys, h, codes, start, n)
-    entry = state[_ENTRIES_USED]
-    key, output, path = state[_KEYS_USED], state[_OUTS_USED], state[_PATHS_USED]
-    entries[entry, HASH], entries[entry, KEY], entries[entry, KEY_LEN] = h, key, n
-    entries[entry, OUT], entries[entry, OUT_LEN] = output, size
-    entries[entry, PATH], entries[entry, PATH_LEN], entries[entry, COUNT] = path, length, count
-    margins[entry] = margin
+        _, slot = find(slots, arena, h, codes, start, n)
+    entry = state[_ARENA_USED]
+    arena[entry + HASH] = np.int32(h & 0xFFFFFFFF)
+    arena[entry + KEY_LEN], arena[entry + COUNT], arena[entry + PATH_LEN] = n, count, length
+    arena[entry + OUT_LEN] = size
+    floats[entry + MARGIN] = np.float32(margin * _ROUND_DOWN)
+    at = entry + HEADER
     for i in range(n):
-        keys[key + i] = codes[start + i]
-    for i in range(size):
-        outputs[output + i] = out[out_start + i]
-    for i in range(length):
-        paths[path + i] = path_scores[i]
+        arena[at + i] = codes[start + i]
+    at += n
     for i in range(count):
         given = piece_ids[ids_start + i]
-        ids[path + i] = given if given >= 0 else given + out_start  # offset within the word
+        arena[at + i] = given if given >= 0 else given + out_start  # offset within the word
+    at += count
+    for i in range(length):
+        floats[at + i] = path_scores[i]
+    at = 4 * (at + length)
+    for i in range(size):
+        octets[at + i] = out[out_start + i]
     state[_ENTRIES_USED] += 1
-    state[_KEYS_USED] += n
-    state[_OUTS_USED] += size
-    state[_PATHS_USED] += length
+    state[_ARENA_USED] += record
     slots[slot] = entry
 
 

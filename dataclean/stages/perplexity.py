@@ -40,7 +40,7 @@ from dataclean.lm.model import (
     prepare_tables,
     resolve_model,
 )
-from dataclean.lm.ngram import compile_scorer
+from dataclean.lm.ngram import UNROLLED_ORDER, compile_scorer
 from dataclean.lm.quantiles import exact_quantiles
 from dataclean.stage import FitContext, GlobalStage, Stage, with_column, with_drops
 
@@ -121,15 +121,18 @@ class ScorePerplexity(Stage):
 
     def compile_kernels(self) -> None:
         """The compiled tokenizer's kernels, with the first model that uses them, and the n-gram
-        scorer's, on a tiny model of its own; and each local model's tables, built once into the
-        cache the run's processes load them from (`dataclean.lm.model.prepare_tables`)."""
+        scorer's, on a tiny model of its own (and its loop over orders, for a local model of an
+        order above 4); and each local model's tables, built once into the cache the run's
+        processes load them from (`dataclean.lm.model.prepare_tables`)."""
         compile_scorer()
         compiled = False
         for spec in self.model_specs().values():
             if is_uri(spec):  # fetched by setup(); the bundled or local models come first
                 continue
             folder = resolve_model(spec)
-            prepare_tables(folder)
+            order = prepare_tables(folder)
+            if order is not None and order > UNROLLED_ORDER:
+                compile_scorer(order)
             path = folder / TOKENIZER_FILE
             compiled = compiled or (path.exists() and compile_kernels(path.read_bytes()))
 

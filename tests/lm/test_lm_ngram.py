@@ -50,9 +50,12 @@ def test_lines_from_any_tokenizer_are_scored_by_their_text() -> None:
     assert np.array_equal(model.query_tokenized(tokenized), _kenlm_scores(model, tokenized))
 
 
-def test_a_model_trained_here_is_scored_as_kenlm_scores_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("order", [2, 3, 5])
+def test_a_model_trained_here_is_scored_as_kenlm_scores_it(tmp_path: Path, order: int) -> None:
+    # Orders up to 4 go to the unrolled kernel, higher ones to the loop over orders.
     texts = (FIXTURES / "wikitext2_test_en.txt").read_text().splitlines()[:80]
-    train_model(texts, tmp_path / "m", order=3, vocab_size=400, prune=(0, 1, 1), trainer="python")
+    prune = (0, 1, 1, 1, 1)[:order]
+    train_model(texts, tmp_path / "m", order=order, vocab_size=400, prune=prune, trainer="python")
     model = load_model(tmp_path / "m")
     assert model.scorer is not None
     tokenized = model.tokenize_array(pa.array([*texts, "zzzz qqqq", ""], pa.string()))
