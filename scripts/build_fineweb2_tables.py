@@ -65,6 +65,7 @@ PROBES = {
     "elision": ("l'uomo", ["l'", "uomo"]),
     "brackets": ("Historie[rediger", ["Historie", "[", "rediger"]),
     "digit_period": ("am 12. Mai", ["am", "12.", "Mai"]),
+    "french": ("grand-père dit-il", ["grand-père", "dit", "-il"]),  # dataclean/quality/french.py
 }
 
 

@@ -24,7 +24,9 @@ one word; runs of other characters (Latin words, digits, punctuation) are tokeni
 Other languages' spaCy tokenizers (datatrove's for FineWeb-2's languages) differ from English's
 in a few rules that change word counts; a table's word style bits switch them: elision (`l'uomo`
 -> `l'` `uomo`), hyphens between letters (split before a lower-case letter only, or never),
-brackets and quotes between letters, a period after a digit (`STYLES`).
+brackets and quotes between letters, a period after a digit, and French's own rules (words it
+never cuts such as `grand-père`, its elision prefix, hyphen suffixes and special cases:
+`dataclean.quality.french`) (`STYLES`).
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -41,9 +43,20 @@ import numpy as np
 from dataclean.jit import helper
 from dataclean.quality import chars as F
 from dataclean.quality.chars import TABLES
+from dataclean.quality.french import (
+    french_before_period,
+    french_prefix,
+    french_suffix,
+    french_suffix_char,
+    french_tables,
+    french_token_match,
+)
+from dataclean.quality.hashing import _find, hash_set
+from dataclean.quality.hashing import _fnv as _fnv  # re-exported: the rules hash as the tokenizer does
+from dataclean.quality.hashing import fnv_hash as fnv_hash
 from dataclean.quality.segmenter import no_segmenter, segment_run, segmentable, segmenter_tables
+from dataclean.quality.special_cases import special_cases
 
-_MASK = (1 << 64) - 1
 # Word styles (bits of `mode`): how another language's spaCy tokenizer differs from English's, as
 # datatrove's tokenizer for the language behaves (probed by scripts/build_fineweb2_tables.py).
 HAN_WORDS = 1  # every Han or kana character is a word (the Chinese rules)
@@ -54,6 +67,7 @@ BRACKETS = 16  # brackets, quotes and `,!?` between letters split (de, nl, sv, n
 DIGIT_PERIOD = 32  # a period after a digit stays with it: `12.` (de, nb, hu)
 NO_ENGLISH_SPECIALS = 64  # English's special cases (`dont` -> `do` `nt`, `can't`) do not apply
 SEGMENT = 128  # with HAN_WORDS: runs of Han characters are cut into jieba's words, not characters
+FRENCH = 256  # spaCy French's token_match, elision prefix, hyphen suffixes, special cases (fr)
 STYLES = {
     "segment": SEGMENT,
     "no_english_specials": NO_ENGLISH_SPECIALS,
@@ -62,42 +76,8 @@ STYLES = {
     "no_hyphen": NO_HYPHEN,
     "brackets": BRACKETS,
     "digit_period": DIGIT_PERIOD,
+    "french": FRENCH,
 }
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
-
-
-def fnv_hash(text: str) -> int:
-    """FNV-1a over code points, as `_fnv` computes it in compiled code (for the tables)."""
-    value = FNV_OFFSET
-    for ch in text:
-        value = ((value ^ ord(ch)) * FNV_PRIME) & _MASK
-    return value
-
-
-@helper
-def _fnv(cps, start, end):  # type: ignore[no-untyped-def]
-    value = np.uint64(FNV_OFFSET)
-    for i in range(start, end):
-        value = (value ^ np.uint64(cps[i])) * np.uint64(FNV_PRIME)
-    return value
-
-
-def hash_set(hashes: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """An open-addressing table of `hashes` (none of them 0) for `_find`: (slots, index of the
-    hash in `hashes` per slot)."""
-    size = 1 << max(4, (4 * len(hashes)).bit_length())
-    keys = np.zeros(size, np.uint64)
-    values = np.full(size, -1, np.int64)
-    for index, value in enumerate(hashes):
-        slot = (value ^ (value >> 29)) & (size - 1)
-        while keys[slot] and int(keys[slot]) != value:
-            slot = (slot + 1) & (size - 1)
-        keys[slot] = value
-        values[slot] = index
-    return keys, values
-
-
 Tables = tuple[Any, ...]
 
 
@@ -108,17 +88,7 @@ def tokenizer_tables() -> Tables:
     the special cases the affix rules cut apart as a `hash_set` of special-case indexes, how many
     pieces the affix rules make of each special case, the most characters of one of those, an
     empty `hash_set`)."""
-    rows = []
-    for line in (TABLES / "spacy_en_specials.tsv").read_text(encoding="utf-8").splitlines():
-        if line:
-            text, lengths, pieces = line.split("\t")
-            rows.append((fnv_hash(text), [int(n) for n in lengths.split(",")], int(pieces), len(text)))
-    offsets = np.zeros(len(rows) + 1, np.int64)
-    offsets[1:] = np.cumsum([len(row[1]) for row in rows])
-    piece_lengths = np.array([n for row in rows for n in row[1]], np.int64)
-    specials = hash_set([row[0] for row in rows])
-    split_keys, _ = hash_set([row[0] for row in rows if row[2]])
-    split = (split_keys, np.array([_index(specials, int(h)) for h in split_keys], np.int64))
+    specials, offsets, piece_lengths, split, pieces, longest = special_cases(TABLES / "spacy_en_specials.tsv")
     suffixes = (TABLES / "spacy_en_after_digit.txt").read_text(encoding="utf-8").split()
     return (
         specials,
@@ -127,36 +97,11 @@ def tokenizer_tables() -> Tables:
         hash_set(sorted({fnv_hash(p) for p in suffixes})),
         max(len(p) for p in suffixes),
         split,
-        np.array([row[2] for row in rows], np.int64),
-        max(row[3] for row in rows if row[2]),
+        pieces,
+        longest,
         hash_set([]),  # no special cases: another language's tokenizer (`NO_ENGLISH_SPECIALS`)
+        french_tables(),
     )
-
-
-def _index(table: tuple[np.ndarray, np.ndarray], value: int) -> int:
-    """`_find` in Python (-1 for the empty slots of a `hash_set`)."""
-    if value == 0:
-        return -1
-    keys, values = table
-    slot = (value ^ (value >> 29)) & (len(keys) - 1)
-    while keys[slot]:
-        if int(keys[slot]) == value:
-            return int(values[slot])
-        slot = (slot + 1) & (len(keys) - 1)
-    return -1
-
-
-@helper
-def _find(table, value):  # type: ignore[no-untyped-def]
-    """The index `hash_set` gave `value`, or -1."""
-    keys, values = table
-    mask = np.uint64(len(keys) - 1)
-    slot = np.int64((value ^ (value >> np.uint64(29))) & mask)
-    while keys[slot] != 0:
-        if keys[slot] == value:
-            return values[slot]
-        slot = np.int64((np.uint64(slot) + np.uint64(1)) & mask)
-    return -1
 
 
 @helper
@@ -191,6 +136,7 @@ def _suffix_length(cps, s, e, flags, after_digit, longest, mode):  # type: ignor
     n = e - s
     last = cps[e - 1]
     best = 0
+    french = (mode & FRENCH) != 0
     if last == 46:
         k = e - 1
         while k >= s and cps[k] == 46:
@@ -201,16 +147,22 @@ def _suffix_length(cps, s, e, flags, after_digit, longest, mode):  # type: ignor
         elif n >= 2:
             before = cps[e - 2]
             if (
-                (flags[before] & F.BEFORE_PERIOD and not (mode & DIGIT_PERIOD and _is_digit(before)))
+                (french and french_before_period(flags, before))
+                or (
+                    not french
+                    and flags[before] & F.BEFORE_PERIOD
+                    and not (mode & DIGIT_PERIOD and _is_digit(before))
+                )
                 or (n >= 3 and (flags[before] & F.UPPER) and (flags[cps[e - 3]] & F.UPPER))
                 or (n >= 3 and cps[e - 3] == 0xB0 and (before in (70, 102, 67, 99, 75, 107)))
             ):
                 best = 1
     if n >= 2 and best < 2:
         a = cps[e - 2]
-        if (a == 0x2026 and last == 0x2026) or ((a == 39 or a == 0x2019) and (last == 115 or last == 83)):
+        possessive = not french and (a == 39 or a == 0x2019) and (last == 115 or last == 83)  # 's
+        if (a == 0x2026 and last == 0x2026) or possessive:
             best = 2
-    if best == 0 and (flags[last] & F.SUFFIX):
+    if best == 0 and (french_suffix_char(flags, last) if french else flags[last] & F.SUFFIX):
         best = 1
     if best == 0 and last == 43 and n >= 2 and _is_digit(cps[e - 2]):
         best = 1
@@ -297,7 +249,7 @@ def _infix_length(cps, s, p, e, flags, mode):  # type: ignore[no-untyped-def]
         and p - s >= 2
         and (cps[p - 1] == 39 or cps[p - 1] == 0x2019)
         and _alpha(flags, cps[p - 2])
-        and (_alpha(flags, c) or _is_digit(c))
+        and (_alpha(flags, c) or (_is_digit(c) and not mode & FRENCH))  # French: a letter only
     ):
         return -1
     if c == 46 and p + 1 < e and cps[p + 1] == 46:
@@ -327,7 +279,8 @@ def _infix_length(cps, s, p, e, flags, mode):  # type: ignore[no-untyped-def]
         return 1
     if not (_alpha(flags, before) or _is_digit(before)):
         return 0
-    hyphens = not mode & NO_HYPHEN
+    # French's hyphen infix wants a letter before it (English's a letter or a digit)
+    hyphens = not mode & NO_HYPHEN and not (mode & FRENCH and _is_digit(before))
     if hyphens and (c == 45 or c == 0x2014):  # "-", "--", "---"; "—", "——"
         limit = 3 if c == 45 else 2
         k = p
@@ -370,7 +323,11 @@ def tokenize_chunk(cps, s, e, flags, tables, out, n, stack, mode):  # type: igno
     from row `n`; returns the new row count. `stack` is scratch for the suffixes (rows); `mode`
     the word style bits."""
     specials, offsets, lengths, after_digit, longest = tables[0], tables[1], tables[2], tables[3], tables[4]
-    if mode & NO_ENGLISH_SPECIALS:
+    french = (mode & FRENCH) != 0
+    fr = tables[9]
+    if french:  # French's special cases, not English's
+        specials, offsets, lengths = fr[9][0], fr[9][1], fr[9][2]
+    elif mode & NO_ENGLISH_SPECIALS:
         specials = tables[8]  # an empty set
     first = n
     index = _find(specials, _fnv(cps, s, e))
@@ -379,15 +336,21 @@ def tokenize_chunk(cps, s, e, flags, tables, out, n, stack, mode):  # type: igno
     suffixes = 0
     last = -1
     while s < e and e - s != last:
+        if french and french_token_match(cps, s, e, flags, fr):
+            break
         if last >= 0 and _find(specials, _fnv(cps, s, e)) >= 0:
             break
         last = e - s
         pre = _prefix_length(cps, s, e, flags)
+        if pre == 0 and french:
+            pre = french_prefix(cps, s, e, flags, fr)
         if pre and s + pre < e and _find(specials, _fnv(cps, s + pre, e)) >= 0:
             n = _emit(out, n, s, s + pre)
             s += pre
             break
         suf = _suffix_length(cps, s + pre, e, flags, after_digit, longest, mode) if s + pre < e else 0
+        if french and s + pre < e:
+            suf = max(suf, french_suffix(cps, s + pre, e, flags, fr))
         if suf and e - suf > s and _find(specials, _fnv(cps, s, e - suf)) >= 0:
             stack[suffixes, 0] = e - suf
             stack[suffixes, 1] = e
@@ -406,7 +369,7 @@ def tokenize_chunk(cps, s, e, flags, tables, out, n, stack, mode):  # type: igno
         index = _find(specials, _fnv(cps, s, e))
         if index >= 0:
             n = _emit_special(out, n, s, index, offsets, lengths)
-        elif _is_url(cps, s, e, flags):
+        elif (french and french_token_match(cps, s, e, flags, fr)) or _is_url(cps, s, e, flags):
             n = _emit(out, n, s, e)
         else:
             start = s
@@ -432,16 +395,19 @@ def tokenize_chunk(cps, s, e, flags, tables, out, n, stack, mode):  # type: igno
                 n = _emit(out, n, start, e)
     for k in range(suffixes - 1, -1, -1):
         n = _emit(out, n, stack[k, 0], stack[k, 1])
-    if n - first >= 2 and not mode & NO_ENGLISH_SPECIALS:
-        n = _merge_specials(cps, tables, out, first, n, stack)
+    if n - first >= 2 and french:
+        group = fr[9]
+        n = _merge_specials(cps, group[1], group[2], group[3], group[4], group[5], out, first, n, stack)
+    elif n - first >= 2 and not mode & NO_ENGLISH_SPECIALS:
+        n = _merge_specials(cps, tables[1], tables[2], tables[5], tables[6], tables[7], out, first, n, stack)
     return n
 
 
 @helper
-def _merge_specials(cps, tables, out, first, n, stack):  # type: ignore[no-untyped-def]
+def _merge_specials(cps, offsets, lengths, split, pieces, longest, out, first, n, stack):  # type: ignore[no-untyped-def]
     """spaCy's second pass: a run of a chunk's tokens that spells a special case the affix rules
-    cut apart becomes that special case's tokens (the longest run first, from the left)."""
-    offsets, lengths, split, pieces, longest = tables[1], tables[2], tables[5], tables[6], tables[7]
+    cut apart becomes that special case's tokens (the longest run first, from the left; the
+    special cases of `special_cases`, their token lengths by `offsets` and `lengths`)."""
     count = n - first
     for k in range(count):
         stack[k, 0] = out[first + k, 0]
