@@ -10,9 +10,9 @@ values each), never whole:
    after the near pass exactly as `verify.decide` resolves it as it goes.
 2. With `verify`, one pass counts every shingle's frequency in the component into the fixed
    counters of `dataclean.dedup.sets` (sized by the component's shingle count, as `decide` sizes
-   them), and a second counts each prefix token in a fixed table: a token only one prefix of the
-   component holds can never bring two rows together, so only tokens counted twice are filed.
-   Two tokens in one slot only let an unshared token through (more memory, same decisions).
+   them); a second finds the prefix tokens two prefixes or more hold, as `prefix_tokens` does
+   (a token only one prefix holds can never bring two rows together), in as many hash parts
+   as keep each part's tokens under `SHARED_TOKENS`, one pass per part. Only those are filed.
 3. The decision pass: each member looks up its tokens among the centers filed so far, exactly as
    `verify._decide_kernel` does, with the same caps. What stays in memory between chunks is the
    token table, its entries, and the sketches of the centers filed under at least one token: a
@@ -44,6 +44,7 @@ from dataclean.dedup.sets import (
     heap_sort,
     jaccard_helper,
     prefix_lengths,
+    repeated,
     select_kernel,
     slot,
     sorted_sets,
@@ -53,8 +54,8 @@ from dataclean.dedup.sets import (
 # A chunk: at most this many rows and this many sketch values (4 bytes each: 16 MB).
 CHUNK_ROWS = 8192
 CHUNK_VALUES = 4 << 20
-# The prefix-token table of pass 2: one byte per slot, at most this many slots (64 MB).
-TOKEN_COUNT_BITS = 26
+# Pass 2 holds at most about this many prefix tokens at once (8 bytes each: 64 MB).
+SHARED_TOKENS = 8 << 20
 # Decision kinds (`dataclean.dedup.verify`); the last three are also the reasons' prefixes.
 UNIQUE, KEPT, EXACT, NEAR = 0, 1, 2, 3
 
@@ -71,14 +72,25 @@ class ComponentReader(Protocol):
         ...
 
 
-def chunks(lengths: np.ndarray, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """(first, last) row ranges covering start:end, each at most `CHUNK_ROWS` rows and
-    `CHUNK_VALUES` values by `lengths` (a longer row is a chunk of its own)."""
+@dataclass(frozen=True)
+class Chunk:
+    """The most rows, and sketch values, read at once."""
+
+    rows: int = CHUNK_ROWS
+    values: int = CHUNK_VALUES
+
+
+DEFAULT_CHUNK = Chunk()
+
+
+def chunks(lengths: np.ndarray, start: int, end: int, chunk: Chunk) -> Iterator[tuple[int, int]]:
+    """(first, last) row ranges covering start:end, each at most `chunk.rows` rows and
+    `chunk.values` values by `lengths` (a longer row is a chunk of its own)."""
     first = start
     while first < end:
-        last = min(end, first + CHUNK_ROWS)
+        last = min(end, first + chunk.rows)
         total = np.cumsum(lengths[first:last])
-        fits = int(np.searchsorted(total, CHUNK_VALUES, side="right"))
+        fits = int(np.searchsorted(total, chunk.values, side="right"))
         last = first + max(1, fits)
         yield first, last
         first = last
@@ -176,25 +188,29 @@ def decide_component(
     limits: np.ndarray,
     decided: tuple[np.ndarray, np.ndarray, np.ndarray],
     stats: StreamStats,
+    chunk: Chunk = DEFAULT_CHUNK,
 ) -> int:
     """Decide one component whose rows are `members` (positions in the partition, keep order),
     into the partition's kind, target and score (`decided`); returns the similarities computed.
 
     `earlier`, `exact_hash` and `lengths` (sketch lengths) are per member; `flags` are
-    (exact, near, verify) and `limits` (`MAX_POSTINGS`, `MAX_CHECKS`) as in `verify.decide`.
+    (exact, near, verify) and `limits` (`MAX_POSTINGS`, `MAX_CHECKS`) as in `verify.decide`;
+    `stats` records the most read at once and held (`StreamStats`).
     """
     do_exact, do_near, verify = flags
     kind, target, score = decided
     follows = exact_followers(exact_hash, earlier) if do_exact else np.full(len(members), -1, np.int64)
     checks = 0
     if do_near:
-        counters = _count_shingles(reader, members, lengths, stats) if verify else None
-        seen = _count_prefixes(reader, members, lengths, threshold, counters, stats) if verify else None
+        counters = _count_shingles(reader, members, lengths, stats, chunk) if verify else None
+        shared = None
+        if verify:
+            shared = _shared_prefixes(reader, members, lengths, threshold, counters, stats, chunk)
         filed = _Filed()
-        for first, last in chunks(lengths, 0, len(members)):
+        for first, last in chunks(lengths, 0, len(members), chunk):
             rows = members[first:last]
             sets, set_offsets, tokens, token_offsets = _chunk_tokens(
-                reader, rows, threshold, counters, seen, verify
+                reader, rows, threshold, counters, shared, verify
             )
             stats.saw(len(rows), len(sets))
             filed.reserve(len(rows), len(sets), len(tokens))
@@ -236,12 +252,12 @@ def decide_component(
 
 
 def _count_shingles(
-    reader: ComponentReader, members: np.ndarray, lengths: np.ndarray, stats: StreamStats
+    reader: ComponentReader, members: np.ndarray, lengths: np.ndarray, stats: StreamStats, chunk: Chunk
 ) -> tuple[np.ndarray, int]:
     """Pass 1: the component's shingle frequencies (`dataclean.dedup.sets` counters)."""
     bits = int(counter_bits(int(lengths.sum())))
     counters = np.zeros(1 << bits, dtype=np.uint8)
-    for first, last in chunks(lengths, 0, len(members)):
+    for first, last in chunks(lengths, 0, len(members), chunk):
         sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
         stats.saw(last - first, len(sets))
         count_kernel(sets, set_offsets, counters, bits)
@@ -262,24 +278,31 @@ def _prefixes(
     return prefixes, offsets
 
 
-def _count_prefixes(
+def _shared_prefixes(
     reader: ComponentReader,
     members: np.ndarray,
     lengths: np.ndarray,
     threshold: float,
     counters: tuple[np.ndarray, int] | None,
     stats: StreamStats,
-) -> tuple[np.ndarray, int]:
-    """Pass 2: how many prefixes hold each token (0, 1, or 2 for two or more), by slot."""
+    chunk: Chunk,
+) -> np.ndarray:
+    """Pass 2: the prefix tokens two prefixes or more of the component hold, sorted, exactly as
+    `sets.prefix_tokens` keeps them. The tokens are split by hash into as many parts as keep
+    each part's under `SHARED_TOKENS` (an upper bound from the raw lengths), one pass over the
+    component per part: a task holds one part's tokens, and then only the shared ones."""
     assert counters is not None
-    bits = min(TOKEN_COUNT_BITS, table_bits(4 * int(lengths.sum())))
-    seen = np.zeros(1 << bits, dtype=np.uint8)
-    for first, last in chunks(lengths, 0, len(members)):
-        sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
-        stats.saw(last - first, len(sets))
-        prefixes, _ = _prefixes(sets, set_offsets, threshold, counters)
-        _tally_kernel(prefixes, seen, bits)
-    return seen, bits
+    parts = max(1, -(-int(prefix_lengths(lengths, threshold).sum()) // SHARED_TOKENS))
+    shared = []
+    for part in range(parts):
+        held = []
+        for first, last in chunks(lengths, 0, len(members), chunk):
+            sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
+            stats.saw(last - first, len(sets))
+            prefixes, _ = _prefixes(sets, set_offsets, threshold, counters)
+            held.append(prefixes[(prefixes * _GOLDEN) % np.uint64(parts) == part] if parts > 1 else prefixes)
+        shared.append(repeated(np.sort(np.concatenate(held))))
+    return np.sort(np.concatenate(shared))
 
 
 def _chunk_tokens(
@@ -287,7 +310,7 @@ def _chunk_tokens(
     rows: np.ndarray,
     threshold: float,
     counters: tuple[np.ndarray, int] | None,
-    seen: tuple[np.ndarray, int] | None,
+    shared: np.ndarray | None,
     verify: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A chunk's sets (sorted when `verify`) and lookup tokens: shared prefix shingles, else
@@ -296,32 +319,16 @@ def _chunk_tokens(
     if not verify:
         keys, key_offsets = reader.keys(rows)
         return sketch, sketch_offsets, keys, key_offsets
-    assert counters is not None and seen is not None
+    assert counters is not None and shared is not None
     sets, set_offsets = sorted_sets(sketch, sketch_offsets)
     prefixes, offsets = _prefixes(sets, set_offsets, threshold, counters)
-    keep = np.empty(len(prefixes), np.bool_)
-    _shared_kernel(prefixes, seen[0], seen[1], keep)
+    found = np.minimum(np.searchsorted(shared, prefixes), max(len(shared) - 1, 0))
+    keep = shared[found] == prefixes if len(shared) else np.zeros(len(prefixes), np.bool_)
     kept_offsets = np.concatenate([[0], np.cumsum(keep)])[offsets].astype(np.int64)
     return sets, set_offsets, prefixes[keep], kept_offsets
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-@nb.njit(cache=True, nogil=True)
-def _tally_kernel(tokens: np.ndarray, seen: np.ndarray, bits: int) -> None:
-    """Count each token in its slot, saturating at 2."""
-    for k in range(len(tokens)):
-        place = np.int64((tokens[k] * _GOLDEN) >> np.uint64(64 - bits))
-        if seen[place] < 2:
-            seen[place] += 1
-
-
-@nb.njit(cache=True, nogil=True)
-def _shared_kernel(tokens: np.ndarray, seen: np.ndarray, bits: int, keep: np.ndarray) -> None:
-    """Per token, whether its slot counted two prefixes or more."""
-    for k in range(len(tokens)):
-        keep[k] = seen[np.int64((tokens[k] * _GOLDEN) >> np.uint64(64 - bits))] >= 2
 
 
 @nb.njit(cache=True, nogil=True)

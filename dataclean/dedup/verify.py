@@ -66,12 +66,12 @@ from dataclean.dedup.sets import (
     table_bits,
 )
 from dataclean.dedup.stream import (
-    CHUNK_ROWS,
-    CHUNK_VALUES,
+    DEFAULT_CHUNK,
     EXACT,
     KEPT,
     NEAR,
     UNIQUE,
+    Chunk,
     StreamStats,
     decide_component,
 )
@@ -152,6 +152,7 @@ class ClusterCandidates:
     near: bool
     verify: bool
     shards: int = 1  # record batches per decision file: one per input shard index
+    chunk: Chunk = DEFAULT_CHUNK  # the most rows and sketch values a task reads at once
 
     def __call__(self, partition: int) -> tuple[dict[str, Any], int]:
         """Counts of each decision kind, candidates and comparisons, the partition's largest
@@ -159,7 +160,7 @@ class ClusterCandidates:
         rows = PartitionRows(list(self.candidate_files), partition, CANDIDATE_SCHEMA)
         table = rows.table
         kind, target, score, checks = decide_rows(
-            rows, self.threshold, (self.exact, self.near, self.verify), StreamStats()
+            rows, self.threshold, (self.exact, self.near, self.verify), StreamStats(), self.chunk
         )
         decided = np.flatnonzero((kind != UNIQUE) & ~table.column("earlier").to_numpy(False))
         ids = table.column("id")
@@ -308,10 +309,14 @@ def component_bounds(roots: np.ndarray) -> np.ndarray:
 
 
 def decide_rows(
-    rows: PartitionRows, threshold: float, flags: tuple[bool, bool, bool], stats: StreamStats
+    rows: PartitionRows,
+    threshold: float,
+    flags: tuple[bool, bool, bool],
+    stats: StreamStats,
+    chunk: Chunk = DEFAULT_CHUNK,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """`decide` over a partition's rows (keep order), a bounded piece at a time: runs of whole
-    components of at most `CHUNK_ROWS` rows and `CHUNK_VALUES` sketch values together, read and
+    components of at most `chunk.rows` rows and `chunk.values` sketch values together, read and
     decided by `decide`; a larger component alone, in chunks (`dataclean.dedup.stream`). The
     decisions are the same either way (each component's depend on its rows only)."""
     _, near, verify = flags
@@ -324,7 +329,7 @@ def decide_rows(
     exact_hash = pc.fill_null(rows.table.column("exact"), 0).to_numpy()
     bounds = component_bounds(roots)
     values_before = np.concatenate([[0], np.cumsum(rows.lengths)])[bounds]
-    large = (np.diff(bounds) > CHUNK_ROWS) | (np.diff(values_before) > CHUNK_VALUES)
+    large = (np.diff(bounds) > chunk.rows) | (np.diff(values_before) > chunk.values)
     large_at = np.flatnonzero(large)
     limits = np.array([MAX_POSTINGS, MAX_CHECKS], np.int64)
     checks = 0
@@ -344,14 +349,15 @@ def decide_rows(
                 limits,
                 (kind, target, score),
                 stats,
+                chunk,
             )
             component += 1
             continue
         # Whole small components up to the next large one, within the chunk's bounds.
         after = int(np.searchsorted(large_at, component))
         next_large = int(large_at[after]) if after < len(large_at) else len(large)
-        by_rows = np.searchsorted(bounds, first + CHUNK_ROWS, side="right") - 1
-        by_values = np.searchsorted(values_before, values_before[component] + CHUNK_VALUES, side="right") - 1
+        by_rows = np.searchsorted(bounds, first + chunk.rows, side="right") - 1
+        by_values = np.searchsorted(values_before, values_before[component] + chunk.values, side="right") - 1
         end = max(component + 1, min(next_large, int(by_rows), int(by_values)))
         last = int(bounds[end])
         positions = np.arange(first, last)
@@ -414,7 +420,9 @@ def decide(
     found = max(1, min(count, int(per_row.max(initial=0)) * MAX_POSTINGS))
     checks = _decide_kernel(
         np.ascontiguousarray(earlier, dtype=np.bool_),
-        np.ascontiguousarray(exact_hash, dtype=np.uint64),
+        # A writable copy: read in one piece, the column comes read-only, in several writable,
+        # and numba compiles the kernel apart for each (a first run compiled it twice).
+        np.array(exact_hash, dtype=np.uint64),
         bounds,
         tokens,
         token_offsets,
