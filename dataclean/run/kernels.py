@@ -14,9 +14,13 @@ Two things keep that first run short:
   kernel is compiled once, the stages' kernels in parallel, and every other process loads them.
   When the cache is warm this costs one small task per stage (loading what the workers load
   anyway).
-- `compile_in_background`: a run (`dataclean.run.session.Session`) starts compiling the first
-  barrier's kernels (dedup's) in the driver while Ray starts (about 3 s when the driver only
-  waits).
+- `compile_in_background`: a run (`dataclean.run.session.Session`) starts compiling in the
+  driver while Ray starts (2-5 s, more on a busy machine, when the driver would only wait): on
+  an embedded Ray whose workers include the driver, every stage from one queue, longest first,
+  the driver taking the first at once and Ray's workers the next ones once they are up (the
+  quality stage alone compiles for about as long as the others together: started after Ray's
+  start, it ended the first run); elsewhere the first barrier's kernels (dedup's), which the
+  driver's `fit` needs.
 
 A stage with `rehearse = True` (dedup) is compiled by a rehearsal (`rehearse`): its observe, fit
 on a local executor and apply over a tiny mixed-language corpus, so its kernels compile with the
@@ -29,12 +33,17 @@ The cache is shared on one machine only: on a cluster (`--address`), each node h
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
+
+from dataclean.executors.base import Executor, WorkerFunction, WorkQueue
 
 # Stages whose kernels this process is compiling in the background (`compile_in_background`).
 _BACKGROUND: dict[int, Future[None]] = {}
+# Stages queued for this process and the executor's workers together (`compile_in_background`).
+_SHARED: dict[int, _SharedCompile] = {}
 
 
 def compile_stage(stage: Any) -> None:
@@ -69,14 +78,26 @@ def compile_estimate(stages: Sequence[Any], workers: int) -> float:
     return max(max(seconds), 1.3 * sum(seconds) / cores)
 
 
-def compile_in_background(stages: Sequence[Any]) -> None:
-    """Start compiling, in a thread of this process, the kernels of the first barrier stage that
-    has some (dedup): its `fit` runs on the driver, which needs them anyway, and a run
-    (`dataclean.run.session`) calls this while Ray starts, when the driver has nothing else to do.
-    `compile_kernels` leaves that stage to this thread and waits for it before the first shard."""
+def compile_in_background(stages: Sequence[Any], executor: Executor | None = None) -> None:
+    """Start compiling these stages' kernels in this process while Ray starts (a run,
+    `dataclean.run.session`, calls this when the driver has nothing else to do).
+
+    With `executor`, an embedded Ray's this process is one of the workers of
+    (`Executor.remote_workers` below `workers`): every stage's kernels are queued longest first,
+    and a thread here takes the first at once while the executor's workers take the next ones
+    as soon as Ray is up, each the next stage left when it is free (list scheduling: the
+    longest first, every process busy to the end). Without one (a cluster, one worker), only
+    the first barrier stage that has kernels (dedup), whose `fit` runs here and needs them.
+    `compile_kernels` waits for what was started here."""
     from dataclean.stage import GlobalStage
 
-    barrier = next((s for s in _with_kernels(stages) if isinstance(s, GlobalStage)), None)
+    with_kernels = _with_kernels(stages)
+    if executor is not None and executor.remote_workers < executor.workers and len(with_kernels) > 1:
+        shared = _SharedCompile(with_kernels, executor)
+        for stage in with_kernels:
+            _SHARED[id(stage)] = shared
+        return
+    barrier = next((s for s in with_kernels if isinstance(s, GlobalStage)), None)
     if barrier is not None and id(barrier) not in _BACKGROUND:
         pool = ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels")
         _BACKGROUND[id(barrier)] = pool.submit(compile_stage, barrier)
@@ -89,18 +110,26 @@ def leave_in_background(stages: Sequence[Any]) -> None:
     compile of a kernel finish before another thread uses it)."""
     for stage in stages:
         _BACKGROUND.pop(id(stage), None)
+        _SHARED.pop(id(stage), None)
 
 
 def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) -> None:
-    """Compile the kernels of `stages`, each stage's once (module docstring): the longest ones on
-    the executor's workers, one stage each, and those left over in this process once it has
-    compiled its own (`compile_in_background`), which it waits for. Left for the workers, a
-    left-over stage would wait for the first of them to finish while this process idles, then
-    compile alone at the end (2 s of a first run on 2 cores). With one worker there is nothing
-    to share: the run compiles the kernels as it goes. `cached`: an earlier run compiled them
-    all (`dataclean.run.kernel_cache.kernels_cached`): the workers load them with their first batch,
+    """Compile the kernels of `stages`, each stage's once (module docstring), and return when
+    they are compiled. Stages queued by `compile_in_background` for this process and the
+    workers together are waited for. Otherwise the longest go to the executor's workers, one
+    stage each, and those left over compile in this process once it has compiled its own
+    (`compile_in_background`), which it waits for. Left for the workers, a left-over stage
+    would wait for the first of them to finish while this process idles, then compile alone at
+    the end (2 s of a first run on 2 cores). With one worker there is nothing to share: the run
+    compiles the kernels as it goes. `cached`: an earlier run compiled them all
+    (`dataclean.run.kernel_cache.kernels_cached`): the workers load them with their first batch,
     so none is sent a task (which would only wait for the executor, and for its workers to start)."""
     with_kernels = _with_kernels(stages)
+    shared = {id(found): found for s in with_kernels if (found := _SHARED.pop(id(s), None)) is not None}
+    for queued in shared.values():
+        queued.finish(stop=cached or executor.workers <= 1)
+    queued_ids = {id(stage) for queued in shared.values() for stage in queued.stages}
+    with_kernels = [s for s in with_kernels if id(s) not in queued_ids]
     elsewhere = [s for s in with_kernels if id(s) not in _BACKGROUND]
     elsewhere.sort(key=lambda stage: -type(stage).compile_seconds)
     here = [_BACKGROUND.pop(id(s)) for s in with_kernels if id(s) in _BACKGROUND]
@@ -119,6 +148,64 @@ def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) 
         finally:
             if remote is not None:
                 remote.result()
+
+
+class StageCompiler(WorkerFunction):
+    """`compile_stage` as the executor's workers run it, from the queue this process takes from too."""
+
+    shareable: ClassVar[bool] = True
+
+    def __call__(self, stage: Any) -> None:
+        compile_stage(stage)
+
+
+class _SharedCompile:
+    """Stages' kernels compiled by this process and an embedded Ray's workers from one queue,
+    longest first (`compile_in_background`): a thread here starts at once; another hands the
+    queue to the executor once it is up (until then, this process alone takes stages)."""
+
+    def __init__(self, stages: list[Any], executor: Executor) -> None:
+        self.stages = sorted(stages, key=lambda stage: -type(stage).compile_seconds)
+        self.queue: WorkQueue[Any] = WorkQueue(self.stages)
+        self.failures: list[BaseException] = []
+        self.drained = threading.Event()  # every stage taken: nothing is left for the workers
+        self.threads = [
+            threading.Thread(target=self._here, name="dataclean-kernels"),
+            threading.Thread(target=self._remote, args=(executor,), name="dataclean-kernels-ray"),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _here(self) -> None:
+        try:
+            while (taken := self.queue.take()) is not None:
+                compile_stage(taken[1])
+            self.drained.set()
+        except BaseException as error:
+            self.queue.close()
+            self.failures.append(error)
+
+    def _remote(self, executor: Executor) -> None:
+        from dataclean.executors.starting import Starting
+
+        try:
+            while executor.starting:  # waiting here says nothing (`Starting.ready` would)
+                if self.drained.wait(0.05):
+                    return  # this process took every stage before the executor was up
+            started = executor.ready() if isinstance(executor, Starting) else executor
+            started.map_queue(StageCompiler(), self.queue)
+        except BaseException as error:
+            self.queue.close()
+            self.failures.append(error)
+
+    def finish(self, stop: bool = False) -> None:
+        """Wait for every stage taken (`stop`: take no more), and raise what failed."""
+        if stop:
+            self.queue.close()
+        for thread in self.threads:
+            thread.join()
+        if self.failures:
+            raise self.failures[0]
 
 
 # A tiny corpus that takes every branch with a kernel: English and Chinese, near and exact

@@ -5,8 +5,9 @@
 
 Entering loads the stages first (a recipe or `--set` error is raised before anything starts,
 about 1 s after the command), then starts the executor in a thread (`ray.init` mostly waits for
-Ray's processes to start, 2-5 s) and goes on: on a first run it starts compiling the first
-barrier's kernels in the driver (`dataclean.run.kernels.compile_in_background`), and it loads the
+Ray's processes to start, 2-5 s) and goes on: on a first run it starts compiling the kernels,
+longest stage first, in the driver, and hands the stages left to Ray's workers once they are up
+(`dataclean.run.kernels.compile_in_background`), and it loads the
 report's code in a thread (0.4 s off the report). `run` checks what it can without the executor
 (the output folder, the inputs, the recipe's columns: `run_pipeline`), and a map it calls before
 the executor is up starts in this process (`dataclean.executors.starting.Starting`): nothing
@@ -72,6 +73,7 @@ class Session:
         self.progress.step("loading stages")
         self.stages = list(self._load())  # a recipe or setting error: raised before anything starts
         spec = self._executor_spec
+        shares: Executor | None = None  # the executor this process is one of the workers of
         if spec == "ray":
             self._say_start()
             exit_on_sigterm()  # ray.init, in a thread, cannot (dataclean.executors.ray_startup)
@@ -82,12 +84,13 @@ class Session:
             start = lambda: make_executor(spec, self._address, ray_workers)  # noqa: E731
             on_wait = lambda: self.progress.step("waiting for Ray to start")  # noqa: E731
             self.executor = Starting(start, known, on_wait, driver_works, cluster=bool(self._address))
+            shares = self.executor if driver_works else None
         elif isinstance(spec, str):  # starts at once
             self.executor = make_executor(spec, self._address, self._workers)
         else:
             self.executor = require_executor(spec)
         if not kernels_cached([type(stage) for stage in kernel_stages(self.stages)]):
-            compile_in_background(self.stages)  # a later run loads them from the cache as it goes
+            compile_in_background(self.stages, shares)  # a later run loads them from the cache as it goes
         threading.Thread(target=_prepare_report, name="dataclean-report-code", daemon=True).start()
         return self
 

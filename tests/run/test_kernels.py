@@ -218,3 +218,71 @@ def test_the_workers_take_the_longest_stages_and_this_process_the_rest() -> None
     assert executor.mapped == ["long", "middle"]
     assert compiled["short"] == threading.current_thread().name
     assert compiled["long"] == compiled["middle"] != compiled["short"]  # the recorder's thread
+
+
+class _Sharing(_Recorder):
+    """Two workers, this process one of them: Ray's one worker takes stages from the queue once
+    `up` is set (until then the executor is starting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.up = threading.Event()
+        self.took = threading.Event()
+
+    @property
+    def remote_workers(self) -> int:
+        return 1
+
+    @property
+    def starting(self) -> bool:
+        return not self.up.is_set()
+
+    def map_queue(self, fn: Any, queue: Any, on_result: Any = None, on_warm: Any = None) -> dict[int, Any]:
+        while (taken := queue.take()) is not None:
+            self.mapped.append(taken[1].name)
+            self.took.set()
+            fn(taken[1])
+        return {}
+
+
+def test_the_driver_starts_on_the_longest_stage_and_the_workers_take_the_next_once_up() -> None:
+    # The driver's thread takes the longest stage at once; once the executor is up its worker
+    # takes the next one from the same queue; every stage compiles once.
+    import threading
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import pyarrow as pa
+
+    from dataclean.run.kernels import compile_in_background, compile_kernels
+    from dataclean.stage import Stage
+
+    executor = _Sharing()
+    compiled: dict[str, list[str]] = {}
+
+    def stage(stage_name: str, seconds: float) -> Stage:
+        @dataclass
+        class Timed(Stage):
+            name: ClassVar[str] = stage_name
+            compile_seconds: ClassVar[float] = seconds
+
+            def __call__(self, table: pa.Table) -> pa.Table:
+                return table
+
+            def compile_kernels(self) -> None:
+                compiled.setdefault(self.name, []).append(threading.current_thread().name)
+                if self.name == "long":  # Ray comes up while the driver compiles the longest
+                    executor.up.set()
+                    assert executor.took.wait(10)
+
+        return Timed()
+
+    stages = [stage("short", 1.0), stage("long", 3.0), stage("middle", 2.0)]
+    compile_in_background(stages, executor)
+    compile_kernels(stages, executor)
+    assert compiled["long"] == ["dataclean-kernels"]
+    assert executor.mapped[0] == "middle"
+    assert sorted(compiled) == ["long", "middle", "short"]
+    assert all(len(threads) == 1 for threads in compiled.values())
