@@ -15,9 +15,9 @@ Intermediate files go to the scratch folder, a path or URI on any filesystem pya
 
 Memory bounds: the driver holds nothing per row (per task a few counts, per summary file its
 candidate count, the largest clusters, per-source counts up to `alarms.MAX_SOURCES`); a worker
-holds one summary file's columns or one partition, whichever is larger, and applying the
-decisions, one shard's. Partition counts are chosen so a partition is
-about `PARTITION_BYTES`.
+holds one summary file's columns or one partition (for clustering, its small columns, and
+sketches a chunk at a time: `dataclean.dedup.verify`), and applying the decisions, one shard's.
+Partition counts are chosen so a partition is about `PARTITION_BYTES`.
 """
 
 from __future__ import annotations

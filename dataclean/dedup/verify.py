@@ -30,8 +30,13 @@ drop is still verified); they only bind when many centers share a member's rares
 which costs recall only there. Everything a decision depends on is its component's rows, so
 decisions do not depend on the partition count or on which components share a partition.
 
-Memory per task: one summary file's columns (gather), or one partition of candidate rows with
-their sketches (cluster). Candidates are usually a small part of the corpus.
+Memory per task: one summary file's columns (gather); for clustering, the small columns of
+the partition's rows (`dataclean.dedup.candidates`, about 60 bytes and the id a row), and their
+sketches and keys a bounded piece at a time (`decide_rows`): runs of whole small components
+together, a large one alone in chunks (`dataclean.dedup.stream`), which keeps between chunks only
+its token table and the sketches of the centers filed under a shared token. One giant component
+(pages sharing a site template, or a percolating LSH graph) no longer needs a task as large as
+its sketches.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
