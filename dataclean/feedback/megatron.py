@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataclean import columns as C
+from dataclean.errors import ConfigError
 from dataclean.export.megatron.locate import Locator
 from dataclean.feedback.detectors import DiagnosisRules, Spike, diagnose
 from dataclean.feedback.monitor import SpikeMonitor, detect_spikes
@@ -135,13 +137,17 @@ def suspects(
     locator: Locator,
     losses: pa.Table | None = None,
     corpus: str | Path | None = None,
+    logged: Mapping[int, tuple[int | None, int | None]] | None = None,
 ) -> pa.Table:
     """The documents of every `data` spike's iteration as quarantine entries for review.
 
     Ranked (the list's order) by their mean loss at that iteration when `losses` (a per-sample
     loss log, as `document_losses` makes) has it, highest first; then the others by their
     suspicion in the `corpus` (a dataclean output: `dataclean.feedback.suspicion`, 0-1), highest
-    first; then the unscored. `score` is the loss, else the suspicion.
+    first; then the unscored. `score` is the loss, else the suspicion. `logged`: iteration ->
+    (consumed samples, global batch size) from Megatron's log (`megatron_log.logged_batches`):
+    an iteration's samples start at its consumed count minus the batch, which holds for resumed
+    runs too; a logged batch size other than the locator's is refused.
     """
     by_key: dict[tuple[str, int], float] = {}
     if losses is not None:
@@ -153,7 +159,13 @@ def suspects(
         if spike.diagnosis != "data":
             continue
         seen: set[str] = set()
-        for sample in locator.iteration(spike.step):
+        consumed, batch = (logged or {}).get(spike.step, (None, None))
+        if batch is not None and batch != locator.batching.global_batch_size:
+            raise ConfigError(
+                f"Megatron's log has global batch size {batch} at iteration {spike.step}, the data "
+                f"options {locator.batching.global_batch_size}: give the run's --global-batch-size"
+            )
+        for sample in locator.iteration(spike.step, consumed):
             for span in sample.spans:
                 if span.id is not None and span.id not in seen:
                     seen.add(span.id)

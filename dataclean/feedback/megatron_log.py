@@ -112,6 +112,13 @@ def read_megatron_steps(path: str | Path) -> pa.Table:
     return pa.Table.from_pylist(ordered, schema=MEGATRON_SCHEMA)
 
 
+def logged_batches(path: str | Path) -> dict[int, tuple[int | None, int | None]]:
+    """iteration -> (consumed samples, global batch size) as the log printed them: where the
+    samples of an iteration start even in a resumed run or one whose batch size ramped up."""
+    table = read_megatron_steps(path).select([C.STEP, CONSUMED_SAMPLES, GLOBAL_BATCH_SIZE])
+    return {int(r[C.STEP]): (r[CONSUMED_SAMPLES], r[GLOBAL_BATCH_SIZE]) for r in table.to_pylist()}
+
+
 def megatron_notes(table: pa.Table) -> list[str]:
     """What the report should say about a Megatron log: skipped and nan iterations."""
     notes = ["read as Megatron-LM iteration log lines (loss: lm loss, averaged over each log interval)"]

@@ -22,7 +22,14 @@ from tests.export.test_megatron_locate import SEQ, build, pretraining_sampler
 
 
 def megatron_line(
-    iteration: int, consumed: int, lr: float, loss: float, scale: float, grad: float, skipped: int = 0
+    iteration: int,
+    consumed: int,
+    lr: float,
+    loss: float,
+    scale: float,
+    grad: float,
+    skipped: int = 0,
+    batch: int = 32,
 ) -> str:
     """One line as Megatron-LM's training_log (megatron/training/training.py) builds it."""
     log_string = " [2026-12-02 12:00:00.123456]"
@@ -30,7 +37,7 @@ def megatron_line(
     log_string += " consumed samples: {:12d} |".format(consumed)
     log_string += " elapsed time per iteration (ms): {:.1f} |".format(1234.5)
     log_string += f" learning rate: {lr:.6E} |"
-    log_string += f" global batch size: {32:5d} |"
+    log_string += f" global batch size: {batch:5d} |"
     log_string += " {}: {:.6E} |".format("lm loss", loss)
     log_string += f" loss scale: {scale:.1f} |"
     log_string += f" grad norm: {grad:.3f} |"
@@ -39,9 +46,11 @@ def megatron_line(
     return log_string
 
 
-def write_training_log(path: Path) -> None:
+def write_training_log(path: Path, batch: int = 32, consumed_before: int = 0) -> None:
     """400 iterations: a smooth loss, warm-up then cosine lr, steady grad norm; at 250 a spike
-    with nothing wrong in the optimizer (data), at 330 one where the fp16 loss scale halves."""
+    with nothing wrong in the optimizer (data), at 330 one where the fp16 loss scale halves.
+    `batch`: the global batch size; `consumed_before`: samples consumed before iteration 1 (as
+    a run resumed from one with another batch size logs them)."""
     rng = np.random.default_rng(5)
     lines = ["using world size: 8, data-parallel size: 4", "WARNING: something harmless"]
     for it in range(1, 401):
@@ -55,7 +64,8 @@ def write_training_log(path: Path) -> None:
         if it >= 331:
             scale = 32768.0
         prefix = "[default0]:" if it % 7 == 0 else ""
-        lines.append(prefix + megatron_line(it, it * 32, lr, loss, scale, grad, skipped))
+        consumed = consumed_before + it * batch
+        lines.append(prefix + megatron_line(it, consumed, lr, loss, scale, grad, skipped, batch))
         if it % 100 == 0:
             lines.append(f"(min, max) time across ranks (ms): save-checkpoint ...: ({it}.0, {it}.5)")
     path.write_text("\n".join(lines) + "\n")
@@ -149,7 +159,7 @@ def test_the_suspects_command_lists_the_documents_of_the_data_spike_only(tmp_pat
     prefix, _ = export_run(tmp_path, "one", texts, files=1)
     build([prefix], None, 400 * 4, tmp_path / "cache")
     log = tmp_path / "train.log"
-    write_training_log(log)
+    write_training_log(log, batch=4)
     options = ["--data-path", prefix, "--cache-dir", str(tmp_path / "cache"), "--seq-length", str(SEQ)]
     options += ["--global-batch-size", "4", "--dp-size", "2"]
     result = CliRunner().invoke(

@@ -24,16 +24,16 @@ SIZE, DP, MICRO = 4, 2, 1
 SPIKE = 250  # write_training_log's data spike (330 is an fp16 overflow: never a data suspect)
 
 
-def megatron_documents(dataset: Any, prefix: str, texts: list[str], iteration: int) -> set[str]:
-    """The ids of the documents megatron-core's GPTDataset puts in an iteration's samples (its
-    `_query_document_sample_shuffle_indices`), each document checked against its text with
-    megatron-core's IndexedDataset."""
+def megatron_documents(dataset: Any, prefix: str, texts: list[str], first: int) -> set[str]:
+    """The ids of the documents megatron-core's GPTDataset puts in the global batch of SIZE
+    samples from `first` (its `_query_document_sample_shuffle_indices`), each document checked
+    against its text with megatron-core's IndexedDataset."""
     megatron_datasets()
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     reader = IndexedDataset(prefix)
     found: set[str] = set()
-    for g in range((iteration - 1) * SIZE, iteration * SIZE):
+    for g in range(first, first + SIZE):
         tokens, documents = dataset._query_document_sample_shuffle_indices(g)
         assert tokens.tolist() == megatron_tokens(dataset, g)
         for document in documents.tolist():
@@ -42,12 +42,12 @@ def megatron_documents(dataset: Any, prefix: str, texts: list[str], iteration: i
     return found
 
 
-def setup(tmp_path: Path) -> tuple[str, Any, list[str], Path, Path]:
+def setup(tmp_path: Path, consumed_before: int = 0) -> tuple[str, Any, list[str], Path, Path]:
     """An exported run whose corpus carries ppl and quality, megatron-core's cache for 400
     iterations of 4 samples, and Megatron's log with the planted spikes."""
     texts = paragraphs(60)
     prefix, _ = export_run(tmp_path, "one", texts, files=1)
-    dataset = build([prefix], None, 400 * SIZE, tmp_path / "cache")
+    dataset = build([prefix], None, 400 * SIZE + consumed_before, tmp_path / "cache")
     data = tmp_path / "one-run" / "data" / "part-00000.parquet"
     table = pq.read_table(data)
     rng = np.random.default_rng(3)
@@ -56,7 +56,7 @@ def setup(tmp_path: Path) -> tuple[str, Any, list[str], Path, Path]:
     table = table.append_column("quality_bucket", pa.array(rng.integers(0, 20, table.num_rows), pa.int8()))
     pq.write_table(table, data)
     log = tmp_path / "train.log"
-    write_training_log(log)
+    write_training_log(log, batch=SIZE, consumed_before=consumed_before)
     return prefix, dataset, texts, log, tmp_path / "one-run"
 
 
@@ -82,7 +82,9 @@ def test_feedback_lists_the_documents_of_the_data_spike_for_review(tmp_path: Pat
     assert result.exit_code == 0, result.output
 
     listed = read_list(out / "quarantine.parquet").to_pylist()
-    assert {row["sample_id"] for row in listed} == megatron_documents(dataset, prefix, texts, SPIKE)
+    assert {row["sample_id"] for row in listed} == megatron_documents(
+        dataset, prefix, texts, (SPIKE - 1) * SIZE
+    )
     assert {row["reason"] for row in listed} == {f"megatron_data_spike:iteration_{SPIKE}"}
     assert all(row["action"] == "review" and row["first_step"] == SPIKE for row in listed)
     truth = {row["id"]: row for row in pq.read_table(corpus / "data").to_pylist()}
@@ -147,7 +149,7 @@ def test_feedback_ranks_the_suspects_by_their_megatron_losses(tmp_path: Path) ->
     spikes = {s["step"]: s["diagnosis"] for s in json.loads((out / "spikes.json").read_text())}
     assert spikes == {SPIKE: "data", 330: "fp16_overflow"}
     listed = {row["sample_id"]: row for row in read_list(out / "quarantine.parquet").to_pylist()}
-    assert set(listed) == megatron_documents(dataset, prefix, texts, SPIKE)
+    assert set(listed) == megatron_documents(dataset, prefix, texts, (SPIKE - 1) * SIZE)
     # feedback's own analysis convicts the culprit from the losses (dropped, as before); the rest
     # of the iteration's documents are suspects for review, in the order of their loss
     assert listed[f"doc{culprit}"]["action"] == "drop"
@@ -173,3 +175,21 @@ def test_megatron_options_are_checked_like_locate_s(tmp_path: Path) -> None:
     other = options(prefix, tmp_path / "cache").replace(f"--seq-length {SEQ}", "--seq-length 32")
     stale = runner.invoke(cli, ["feedback", "--steps", str(log), "--megatron", other, "-o", out])
     assert stale.exit_code != 0 and "error:" in stale.output
+
+
+def test_a_resumed_run_s_iteration_starts_at_its_logged_consumed_samples(tmp_path: Path) -> None:
+    before = 3 * SIZE + 2  # consumed before this log's iteration 1 (another batch size earlier)
+    prefix, dataset, texts, log, _ = setup(tmp_path, consumed_before=before)
+    out = tmp_path / "feedback"
+    arguments = ["feedback", "--steps", str(log), "--megatron", options(prefix, tmp_path / "cache")]
+    result = CliRunner().invoke(cli, [*arguments, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    listed = read_list(out / "quarantine.parquet").to_pylist()
+    first = before + SPIKE * SIZE - SIZE  # Megatron's consumed count at the spike, less one batch
+    assert {row["sample_id"] for row in listed} == megatron_documents(dataset, prefix, texts, first)
+    assert all(row["score"] is None for row in listed)  # no losses, no corpus: unranked
+    other = options(prefix, tmp_path / "cache").replace(
+        f"--global-batch-size {SIZE}", "--global-batch-size 2"
+    )
+    refused = CliRunner().invoke(cli, ["feedback", "--steps", str(log), "--megatron", other, "-o", str(out)])
+    assert refused.exit_code != 0 and "global batch size 4 at iteration 250" in refused.output

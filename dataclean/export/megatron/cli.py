@@ -253,11 +253,13 @@ def suspects_command(
     """The documents of every data spike in TRAIN_LOG (Megatron's log) as quarantine entries for review."""
     from dataclean.feedback.logs import read_step_log
     from dataclean.feedback.megatron import step_spikes, suspects
+    from dataclean.feedback.megatron_log import is_megatron_log, logged_batches
 
     locator = data_locator(data, with_text=False)
     spikes = step_spikes(read_step_log(train_log).table)
     losses = read_parquet(losses_path) if losses_path else None
-    listed = suspects(spikes, locator, losses=losses, corpus=corpus)
+    logged = logged_batches(train_log) if is_megatron_log(train_log) else None
+    listed = suspects(spikes, locator, losses=losses, corpus=corpus, logged=logged)
     write_list(listed, output)
     for spike in spikes:
         click.echo(

@@ -153,7 +153,7 @@ def feedback(
         if megatron_args is not None:
             from dataclean.feedback.analysis.megatron import megatron_suspects
 
-            suspects = megatron_suspects(megatron_args, analysis, corpus)
+            suspects = megatron_suspects(megatron_args, analysis, str(steps), corpus)
             analysis.quarantine = merge_lists(analysis.quarantine, suspects)
         quarantine = analysis.quarantine
         if merge_with:

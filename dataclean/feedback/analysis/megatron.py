@@ -16,17 +16,20 @@ import pyarrow as pa
 from dataclean import columns as C
 from dataclean.feedback.analysis.analyze import Analysis
 from dataclean.feedback.corpus import read_corpus_rows
+from dataclean.feedback.megatron_log import is_megatron_log, logged_batches
 
 
-def megatron_suspects(data_args: str, analysis: Analysis, corpus: str | None) -> pa.Table:
+def megatron_suspects(data_args: str, analysis: Analysis, steps: str, corpus: str | None) -> pa.Table:
     """The documents of the analysis's `data` spikes as a quarantine list for review (with their
-    text and text hash when the corpus is given)."""
+    text and text hash when the corpus is given); `steps`: the log, whose consumed samples say
+    where each iteration's samples start."""
     from dataclean.export.megatron.cli import data_locator, parse_data_args
     from dataclean.feedback.megatron import suspects
 
     locator = data_locator(parse_data_args(data_args), with_text=False)
     losses = analysis.losses.table if analysis.losses.table.num_rows else None
-    listed = suspects(analysis.spikes, locator, losses=losses, corpus=corpus)
+    logged = logged_batches(steps) if is_megatron_log(steps) else None
+    listed = suspects(analysis.spikes, locator, losses=losses, corpus=corpus, logged=logged)
     iterations = sorted({s.step for s in analysis.spikes if s.diagnosis == "data"})
     ranked_by = "their loss at the iteration" if losses is not None else "the corpus's ppl and quality"
     analysis.notes.append(
