@@ -92,11 +92,29 @@ def _line_words(ids, piece, n, text, piece_words, words, specials, line_words): 
 
 
 @helper
+def _extend(key, word):  # type: ignore[no-untyped-def]
+    """KenLM's hash of an n-gram's key extended by the word before it (`arpa.HASH_A`)."""
+    return (key * HASH_A) ^ ((np.uint64(1) + np.uint64(word)) * HASH_B)
+
+
+@helper
+def _find(ngrams, start, mask, key):  # type: ignore[no-untyped-def]
+    """The index of the n-gram `key` in the table of `ngrams` at `start` (`mask` + 1 slots), or
+    -1 if the model does not hold it."""
+    slot = key & mask
+    here = ngrams[start + slot]["key"]
+    while here != key and here != 0:
+        slot = (slot + np.uint64(1)) & mask
+        here = ngrams[start + slot]["key"]
+    return np.int64(start + slot) if here != 0 else np.int64(-1)
+
+
+@helper
 def _prefetch_ngrams(line_words, q, ngrams, starts, masks, top):  # type: ignore[no-untyped-def]
     """Prefetch the first slot of each n-gram of order 2 to top + 1 ending with line_words[q]."""
     key = np.uint64(line_words[q])
     for j in range(min(top, q)):
-        key = (key * HASH_A) ^ ((np.uint64(1) + np.uint64(line_words[q - 1 - j])) * HASH_B)
+        key = _extend(key, line_words[q - 1 - j])
         prefetch(ngrams, starts[j] + (key & masks[j]))  # type: ignore[call-arg]
 
 
@@ -132,35 +150,20 @@ def _score(ids, line_pieces, text, piece_words, words, tables, specials, line_wo
             matched = np.int64(1)
             key = np.uint64(word)
             if length >= 1:
-                key = (key * HASH_A) ^ ((np.uint64(1) + np.uint64(line_words[p - 1])) * HASH_B)
-                slot = key & mask2
-                here = ngrams[start2 + slot]["key"]
-                while here != key and here != 0:
-                    slot = (slot + np.uint64(1)) & mask2
-                    here = ngrams[start2 + slot]["key"]
-                if here != 0:
-                    prob, found2, matched = ngrams[start2 + slot]["prob"], ngrams[start2 + slot]["backoff"], 2
+                key = _extend(key, line_words[p - 1])
+                at = _find(ngrams, start2, mask2, key)
+                if at >= 0:
+                    prob, found2, matched = ngrams[at]["prob"], ngrams[at]["backoff"], 2
                     if length >= 2:
-                        key = (key * HASH_A) ^ ((np.uint64(1) + np.uint64(line_words[p - 2])) * HASH_B)
-                        slot = key & mask3
-                        here = ngrams[start3 + slot]["key"]
-                        while here != key and here != 0:
-                            slot = (slot + np.uint64(1)) & mask3
-                            here = ngrams[start3 + slot]["key"]
-                        if here != 0:
-                            prob, found3 = ngrams[start3 + slot]["prob"], ngrams[start3 + slot]["backoff"]
-                            matched = 3
+                        key = _extend(key, line_words[p - 2])
+                        at = _find(ngrams, start3, mask3, key)
+                        if at >= 0:
+                            prob, found3, matched = ngrams[at]["prob"], ngrams[at]["backoff"], 3
                             if length >= 3:
-                                key = (key * HASH_A) ^ (
-                                    (np.uint64(1) + np.uint64(line_words[p - 3])) * HASH_B
-                                )
-                                slot = key & mask4
-                                here = ngrams[start4 + slot]["key"]
-                                while here != key and here != 0:
-                                    slot = (slot + np.uint64(1)) & mask4
-                                    here = ngrams[start4 + slot]["key"]
-                                if here != 0:
-                                    prob, matched = ngrams[start4 + slot]["prob"], 4
+                                key = _extend(key, line_words[p - 3])
+                                at = _find(ngrams, start4, mask4, key)
+                                if at >= 0:
+                                    prob, matched = ngrams[at]["prob"], 4
             # The backoffs of the contexts longer than the match, shortest first (float32 sums).
             if matched <= 1 and length >= 1:
                 prob = prob + backoff1
@@ -200,18 +203,11 @@ def _score_any_order(ids, line_pieces, text, piece_words, words, tables, special
             matched = np.int64(1)
             key = np.uint64(word)
             for j in range(length):  # the n-gram of order j + 2 ending with the word
-                key = (key * HASH_A) ^ ((np.uint64(1) + np.uint64(line_words[p - 1 - j])) * HASH_B)
-                mask = masks[j]
-                slot = key & mask
-                here = ngrams[starts[j] + slot]["key"]
-                while here != key and here != 0:
-                    slot = (slot + np.uint64(1)) & mask
-                    here = ngrams[starts[j] + slot]["key"]
-                if here == 0:
+                key = _extend(key, line_words[p - 1 - j])
+                at = _find(ngrams, starts[j], masks[j], key)
+                if at < 0:
                     break
-                prob = ngrams[starts[j] + slot]["prob"]
-                found[j + 1] = ngrams[starts[j] + slot]["backoff"]
-                matched = j + 2
+                prob, found[j + 1], matched = ngrams[at]["prob"], ngrams[at]["backoff"], j + 2
             for j in range(matched - 1, length):
                 prob = prob + backoffs[j]
             total = total + prob
