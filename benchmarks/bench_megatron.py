@@ -14,20 +14,34 @@ both, called per document as Megatron's Hugging Face wrapper does (`tokenizers` 
 special tokens), a byte-level BPE of 8,192 tokens trained here on the corpus.
 
 dataclean: `export_megatron` from the run's Parquet files, on the local executor (one worker) and
-a warm 2-worker Ray, writing the ids file besides the `.bin/.idx`. Agreement: the reproduction is
+a warm 2-worker Ray, writing the ids file besides the `.bin/.idx`, with a tokenizer loaded afresh
+for every call as a command does (the reference's pool workers load theirs per call too; a
+tokenizer kept across rounds would keep its word cache warm). Agreement: the reproduction is
 fed the documents in dataclean's export order, so both `.bin` and `.idx` must be byte-identical.
+
+How each side calls the tokenizer, both as documented: the reference per document
+(`Tokenizer.encode`, as Megatron's tokenizer wrapper is called by `preprocess_data.py`), in its
+pool worker; dataclean once per batch (`encode_batch_fast`, which the `tokenizers` library runs
+on its own thread pool, all cores by default). So `dataclean_local` is one worker process whose
+tokenizer may use every core, as `dataclean export megatron --executor local` runs;
+`dataclean_local_1_thread` is the same call with `TOKENIZERS_PARALLELISM=false`, one core: the
+strict per-core comparison with the reference's one worker (which also has the driver process
+reading JSON and writing). CPU seconds are given for the three.
 Benchmarks only: tests never import this module.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
+import os
 import resource
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +109,29 @@ def cpu_seconds(call: Any) -> float:
     return sum(a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before, strict=True))
 
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """`tokenizers` on one thread: it reads TOKENIZERS_PARALLELISM at every batch call."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+
+
+def dataclean_export(
+    run: Path, prefix: Path, tokenizer_path: Path, executor: Any, threads: bool = True
+) -> None:
+    """`dataclean export megatron` as a command runs it: the tokenizer loaded, then the export."""
+    with contextlib.nullcontext() if threads else one_thread():
+        tokenizer = PackTokenizer(str(tokenizer_path))
+        export_megatron(str(run), str(prefix), tokenizer, executor, overwrite=True)
+
+
 def export_order(texts: list[str]) -> list[str]:
     """The documents in dataclean's export order (files by name; write_run deals rows round robin)."""
     return [texts[r] for k in range(FILES) for r in range(k, len(texts), FILES)]
@@ -127,25 +164,29 @@ def main() -> None:
                 "preprocess_data_1": lambda: preprocess_data(
                     jsonl, tokenizer_path, work / "m1", 1, tokenizer.vocab_size
                 ),
-                "dataclean_local": lambda: export_megatron(
-                    str(run), str(work / "d1" / "corpus"), tokenizer, LocalExecutor(), overwrite=True
+                "dataclean_local": lambda: dataclean_export(
+                    run, work / "d1" / "corpus", tokenizer_path, LocalExecutor()
+                ),
+                "dataclean_local_1_thread": lambda: dataclean_export(
+                    run, work / "d0" / "corpus", tokenizer_path, LocalExecutor(), threads=False
                 ),
                 "preprocess_data_2": lambda: preprocess_data(
                     jsonl, tokenizer_path, work / "m2", 2, tokenizer.vocab_size
                 ),
-                "dataclean_ray_2": lambda: export_megatron(
-                    str(run), str(work / "d2" / "corpus"), tokenizer, ray, overwrite=True
-                ),
+                "dataclean_ray_2": lambda: dataclean_export(run, work / "d2" / "corpus", tokenizer_path, ray),
             }
             seconds = timed_rounds(candidates, args.rounds)
-            cpu = {name: cpu_seconds(candidates[name]) for name in ("preprocess_data_1", "dataclean_local")}
+            cpu = {name: cpu_seconds(candidates[name]) for name in list(candidates)[:3]}
         finally:
             ray.close()
         same = {
             suffix: (work / f"m1{suffix}").read_bytes() == (work / "d1" / f"corpus{suffix}").read_bytes()
             for suffix in (".bin", ".idx")
         }
-        same_ray = (work / "d1" / "corpus.bin").read_bytes() == (work / "d2" / "corpus.bin").read_bytes()
+        same_ray = all(
+            (work / "d1" / "corpus.bin").read_bytes() == (work / other / "corpus.bin").read_bytes()
+            for other in ("d0", "d2")
+        )
         summary = json.loads((work / "d1" / "corpus.json").read_text())
 
     print(
@@ -155,16 +196,22 @@ def main() -> None:
     for name, values in seconds.items():
         print(f"  {name:18} {describe([megabytes / s for s in values], 2, ' MB/s')}")
     local = round_ratios(seconds["preprocess_data_1"], seconds["dataclean_local"])
+    one_core = round_ratios(seconds["preprocess_data_1"], seconds["dataclean_local_1_thread"])
     on_ray = round_ratios(seconds["preprocess_data_2"], seconds["dataclean_ray_2"])
     print(f"dataclean local (1 worker, with ids) / preprocess_data 1 worker: {describe(local, 2, 'x')}")
+    print(f"dataclean local, tokenizer on 1 thread / preprocess_data 1 worker: {describe(one_core, 2, 'x')}")
     print(f"dataclean Ray 2 (with ids) / preprocess_data 2 workers: {describe(on_ray, 2, 'x')}")
-    print(
-        f"CPU seconds (this process and its reaped children, one more call each): preprocess_data 1 "
-        f"worker {cpu['preprocess_data_1']:.2f}, dataclean local {cpu['dataclean_local']:.2f} "
-        f"({cpu['preprocess_data_1'] / cpu['dataclean_local']:.2f}x)"
+    reference = cpu["preprocess_data_1"]
+    shown = ", ".join(
+        f"{name} {value:.2f} ({reference / value:.2f}x)" for name, value in list(cpu.items())[1:]
     )
     print(
-        f"agreement: .bin identical {same['.bin']}, .idx identical {same['.idx']}; Ray 2 = local: {same_ray}"
+        f"CPU seconds (this process with its threads and its reaped children, one more call each): "
+        f"preprocess_data 1 worker {reference:.2f}, {shown}"
+    )
+    print(
+        f"agreement: .bin identical {same['.bin']}, .idx identical {same['.idx']}; "
+        f"1 thread and Ray 2 = local: {same_ray}"
     )
 
 
