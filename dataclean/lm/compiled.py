@@ -200,7 +200,8 @@ def _segment(codes, ids, ends, n_words, tables, cache, work, out, used, lines, n
             line_pieces += count
         else:
             # SentencePiece's search over the word, from the line's score.
-            starts[: n + 1] = -1
+            for i in range(n + 1):
+                starts[i] = -1
             best[0] = line_score
             for begin in range(n):
                 here = best[begin]

@@ -106,8 +106,9 @@ def insert(  # type: ignore[no-untyped-def]
     size = out_stop - out_start
     record = HEADER + n + count + length + (size + 3) // 4
     if 2 * (state[_ENTRIES_USED] + 1) > len(slots) or state[_ARENA_USED] + record > len(arena):
-        slots[:] = -1  # full: start over
-        state[:] = 0
+        for i in range(len(slots)):  # full: start over (loops, not slice fills: less to compile)
+            slots[i] = -1
+        state[_ENTRIES_USED] = state[_ARENA_USED] = 0
         if record > len(arena):
             return  # larger than the whole cache
         _, slot = find(slots, arena, h, codes, start, n)
@@ -149,8 +150,8 @@ def margin(ids, start, n, best, second, trie, scores, unknown):  # type: ignore[
     ids[start:start + n], searched in float64 from 0 (0 for a tie)."""
     root_children, edge_keys, edge_nodes, node_pieces = trie
     width = len(root_children)
-    best[: n + 1] = -np.inf
-    second[: n + 1] = -np.inf
+    for i in range(n + 1):
+        best[i] = second[i] = -np.inf
     best[0] = 0.0
     for begin in range(n):
         node = np.int64(0)  # not the literal 0: one compile of `child`, not two
