@@ -15,7 +15,6 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.ids import table_text_hashes
-from dataclean.quarantine.match import row_weights
 from dataclean.stage import Stage, with_column
 
 READ = "read"
@@ -27,6 +26,10 @@ def finalize(table: pa.Table) -> pa.Table:
     null. `lang` is not: only the `language` stage labels rows (a run without it has no `lang`)."""
     table = with_column(table, C.TEXT_HASH, table_text_hashes(table))
     if C.WEIGHT not in table.column_names:
+        # Imported here: its module imports numba, which `dataclean run` would otherwise load
+        # before its first progress line (the run layer is imported to parse the command).
+        from dataclean.quarantine.match import row_weights
+
         table = with_column(table, C.WEIGHT, pa.array(row_weights(table), pa.float64()))
     if C.DUP_CLUSTER not in table.column_names:
         table = with_column(table, C.DUP_CLUSTER, pa.nulls(table.num_rows, pa.string()))
