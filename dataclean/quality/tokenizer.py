@@ -26,7 +26,8 @@ in a few rules that change word counts; a table's word style bits switch them: e
 -> `l'` `uomo`), hyphens between letters (split before a lower-case letter only, or never),
 brackets and quotes between letters, a period after a digit, and French's own rules (words it
 never cuts such as `grand-père`, its elision prefix, hyphen suffixes and special cases:
-`dataclean.quality.french`) (`STYLES`).
+`dataclean.quality.french`) (`STYLES`); Korean's tokens are cut closer to Kiwi's morphemes
+(`dataclean.quality.korean`).
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -54,6 +55,7 @@ from dataclean.quality.french import (
 from dataclean.quality.hashing import _find, hash_set
 from dataclean.quality.hashing import _fnv as _fnv  # re-exported: the rules hash as the tokenizer does
 from dataclean.quality.hashing import fnv_hash as fnv_hash
+from dataclean.quality.korean import korean_tables, korean_words
 from dataclean.quality.segmenter import no_segmenter, segment_run, segmentable, segmenter_tables
 from dataclean.quality.special_cases import special_cases
 
@@ -68,6 +70,7 @@ DIGIT_PERIOD = 32  # a period after a digit stays with it: `12.` (de, nb, hu)
 NO_ENGLISH_SPECIALS = 64  # English's special cases (`dont` -> `do` `nt`, `can't`) do not apply
 SEGMENT = 128  # with HAN_WORDS: runs of Han characters are cut into jieba's words, not characters
 FRENCH = 256  # spaCy French's token_match, elision prefix, hyphen suffixes, special cases (fr)
+KOREAN = 512  # Hangul cut from other characters, before a stop word, long stems in 2 (ko)
 STYLES = {
     "segment": SEGMENT,
     "no_english_specials": NO_ENGLISH_SPECIALS,
@@ -77,6 +80,7 @@ STYLES = {
     "brackets": BRACKETS,
     "digit_period": DIGIT_PERIOD,
     "french": FRENCH,
+    "korean": KOREAN,
 }
 Tables = tuple[Any, ...]
 
@@ -87,7 +91,7 @@ def tokenizer_tables() -> Tables:
     offsets, token lengths, after-digit suffixes as a `hash_set`, the longest after-digit suffix,
     the special cases the affix rules cut apart as a `hash_set` of special-case indexes, how many
     pieces the affix rules make of each special case, the most characters of one of those, an
-    empty `hash_set`)."""
+    empty `hash_set`, the French rules' tables, the Korean rules' tables)."""
     specials, offsets, piece_lengths, split, pieces, longest = special_cases(TABLES / "spacy_en_specials.tsv")
     suffixes = (TABLES / "spacy_en_after_digit.txt").read_text(encoding="utf-8").split()
     return (
@@ -101,6 +105,7 @@ def tokenizer_tables() -> Tables:
         longest,
         hash_set([]),  # no special cases: another language's tokenizer (`NO_ENGLISH_SPECIALS`)
         french_tables(),
+        korean_tables(),
     )
 
 
@@ -461,7 +466,10 @@ def tokenize(cps, s, e, flags, tables, mode, out, stack, seg):  # type: ignore[n
         j = i
         while j < e and not (flags[cps[j]] & F.SPACE) and not (han and flags[cps[j]] & F.HAN):
             j += 1
+        first = n
         n = tokenize_chunk(cps, i, j, flags, tables, out, n, stack, mode)
+        if mode & KOREAN:
+            n = korean_words(cps, out, first, n, stack, tables[10])
         i = j
     return n
 
