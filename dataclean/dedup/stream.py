@@ -11,8 +11,9 @@ values each), never whole:
 2. With `verify`, one pass counts every shingle's frequency in the component into the fixed
    counters of `dataclean.dedup.sets` (sized by the component's shingle count, as `decide` sizes
    them); a second finds the prefix tokens two prefixes or more hold, as `prefix_tokens` does
-   (a token only one prefix holds can never bring two rows together), in as many hash parts
-   as keep each part's tokens under `SHARED_TOKENS`, one pass per part. Only those are filed.
+   (a token only one prefix holds can never bring two rows together): in memory up to
+   `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on local disk and
+   counted part by part. Only those are filed.
 3. The decision pass: each member looks up its tokens among the centers filed so far, exactly as
    `verify._decide_kernel` does, with the same caps. What stays in memory between chunks is the
    token table, its entries, and the sketches of the centers filed under at least one token: a
@@ -32,7 +33,10 @@ ordinary corpora do not pay for them.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -56,7 +60,8 @@ from dataclean.dedup.sets import (
 # A chunk: at most this many rows and this many sketch values (4 bytes each: 16 MB).
 CHUNK_ROWS = 8192
 CHUNK_VALUES = 4 << 20
-# Pass 2 holds at most about this many prefix tokens at once (8 bytes each: 64 MB).
+# Pass 2 holds at most about this many prefix tokens at once (8 bytes each: 64 MB); a
+# component with more spills them to local disk, 8 bytes a token.
 SHARED_TOKENS = 8 << 20
 # Decision kinds (`dataclean.dedup.verify`); the last three are also the reasons' prefixes.
 UNIQUE, KEPT, EXACT, NEAR = 0, 1, 2, 3
@@ -290,20 +295,34 @@ def _shared_prefixes(
     chunk: Chunk,
 ) -> np.ndarray:
     """Pass 2: the prefix tokens two prefixes or more of the component hold, sorted, exactly as
-    `sets.prefix_tokens` keeps them. The tokens are split by hash into as many parts as keep
-    each part's under `SHARED_TOKENS` (an upper bound from the raw lengths), one pass over the
-    component per part: a task holds one part's tokens, and then only the shared ones."""
+    `sets.prefix_tokens` keeps them. Held in memory when they are at most `SHARED_TOKENS` (an
+    upper bound from the raw lengths); else spilled to this machine's temporary folder by hash,
+    in as many parts as keep each part under that, then each part read back, sorted and its
+    repeated tokens kept: one pass over the component either way, and a part in memory."""
     assert counters is not None
     parts = max(1, -(-int(prefix_lengths(lengths, threshold).sum()) // SHARED_TOKENS))
-    shared = []
-    for part in range(parts):
+    with tempfile.TemporaryDirectory(prefix="dataclean-prefixes-") as folder, ExitStack() as stack:
+        paths = [os.path.join(folder, f"{part:05d}") for part in range(parts)]
+        spills = [stack.enter_context(open(path, "wb")) for path in paths] if parts > 1 else []
         held = []
         for first, last in chunks(lengths, 0, len(members), chunk):
             sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
             stats.saw(last - first, len(sets))
             prefixes, _ = _prefixes(sets, set_offsets, threshold, counters)
-            held.append(prefixes[(prefixes * _GOLDEN) % np.uint64(parts) == part] if parts > 1 else prefixes)
-        shared.append(repeated(np.sort(np.concatenate(held))))
+            if parts == 1:
+                held.append(prefixes)
+                continue
+            part_of = ((prefixes * _GOLDEN) % np.uint64(parts)).astype(np.int64)
+            ordered = prefixes[np.argsort(part_of, kind="stable")]
+            sizes = np.bincount(part_of, minlength=parts)
+            ends = np.cumsum(sizes)
+            for part in np.flatnonzero(sizes):
+                ordered[ends[part] - sizes[part] : ends[part]].tofile(spills[part])
+        if parts == 1:
+            return repeated(np.sort(np.concatenate(held))) if held else np.zeros(0, np.uint64)
+        for spill in spills:
+            spill.close()
+        shared = [repeated(np.sort(np.fromfile(path, dtype=np.uint64))) for path in paths]
     return np.sort(np.concatenate(shared))
 
 
