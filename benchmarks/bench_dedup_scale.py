@@ -10,8 +10,11 @@ stays the same size as the corpus grows and what grows with the corpus shows. Ea
 from launch to exit, memory of the driver and of every Ray worker sampled every 0.5 s
 (`bench_scale.run_measured`). Also from stats.json's dedup `fit` entry: the fit's seconds by
 step, the connected-components rounds, candidates, and the peak memory the fit's tasks and the
-driver report (VmHWM). Growth exponents are the least-squares slope of log value against log
-documents (1.0 is linear; memory flat is 0).
+driver report (VmHWM), with the step whose tasks raised it. Growth exponents are the
+least-squares slope of log value against log documents (1.0 is linear; memory flat is 0).
+
+Disk and time at 10M (`--sizes ... 10000000`): the corpus is about 2.3 GB of Parquet (built once,
+single-threaded, a few minutes), the run's summaries and scratch about 5 GB more.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ def run_size(work: Path, docs: int, shards: int) -> dict[str, Any]:
             "dropped": fit.get("exact_of", 0) + fit.get("near_duplicate_of", 0),
             "fit_task_peak_mb": fit.get("peak_worker_bytes", 0) / 1e6,
             "fit_driver_peak_mb": fit.get("peak_driver_bytes", 0) / 1e6,
+            # The step whose tasks first raised their process's high-water mark, and to what.
+            "fit_peak_mb_by_step": {
+                step: round(peak / 1e6) for step, peak in fit.get("peak_bytes_by_step", {}).items() if peak
+            },
         }
     )
     return result
@@ -73,6 +80,7 @@ def main() -> None:
             f"{result['fit_seconds']} (load {result['load']:.1f})",
             flush=True,
         )
+        print(f"{'':>10} fit tasks' peak MB by step: {result['fit_peak_mb_by_step']}", flush=True)
     exponents = {}
     if len(runs) > 1:
         exponents = {
