@@ -2,6 +2,7 @@
 datatrove gives each, configured from FineWeb-2's config of the page's language.
 
     python scripts/build_language_fixture.py --data PATH [--per-language 5] [--max-chars 3000]
+        [--only ko --append]
 
 Pages: the Common Crawl sample of the reference folder (`PATH/web/*.jsonl.gz`), labeled by the
 language stage (lid.176); for every label other than `en` and `und` with at least 5 pages and a
@@ -33,6 +34,8 @@ def main() -> None:
     parser.add_argument("--per-language", type=int, default=5)
     parser.add_argument("--max-chars", type=int, default=3000)
     parser.add_argument("--out", type=Path, default=Path("tests/fixtures/quality/cc_languages.jsonl"))
+    parser.add_argument("--only", help="these labels only (comma-separated), each sampled as the first")
+    parser.add_argument("--append", action="store_true", help="add the rows to --out, not replace it")
     args = parser.parse_args()
     pages = []
     for path in sorted((args.data / "web").glob("*.jsonl.gz")):
@@ -47,6 +50,10 @@ def main() -> None:
     for code, indexes in sorted(by_language.items(), key=lambda item: (-len(item[1]), item[0])):
         if code in ("en", "und") or len(indexes) < 5 or code not in label_configs():
             continue
+        if args.only and code not in args.only.split(","):
+            continue
+        if args.only:  # the same pages whichever labels came before
+            rng = random.Random(5)
         short = [i for i in indexes if len(pages[i]["text"]) <= args.max_chars]
         chosen = sorted(rng.sample(short, min(args.per_language, len(short))))
         config = label_configs()[code]
@@ -65,7 +72,7 @@ def main() -> None:
                     "datatrove": reason,
                 }
             )
-    with args.out.open("w", encoding="utf-8") as f:
+    with args.out.open("a" if args.append else "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"{len(rows)} pages in {len({r['lang'] for r in rows})} languages -> {args.out}")
