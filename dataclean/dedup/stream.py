@@ -23,9 +23,9 @@ values each), never whole:
 
 The decisions equal `decide`'s on the same rows (tests: whole against chunked, and the
 exhaustive check), so a component's decisions do not depend on its size, its partition or the
-chunk size. Its kernels compile (once per kernel cache) the first time a fit meets a component
-larger than a chunk; the stage's rehearsal (`dataclean.run.kernels`) does not, so first runs on
-ordinary corpora do not pay for them.
+chunk size. Its kernels compile (once per kernel cache: about 10 s of CPU here, at a load of 5)
+the first time a fit meets a component larger than a chunk; the stage's rehearsal
+(`dataclean.run.kernels`) does not, so first runs on ordinary corpora do not pay for them.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
