@@ -24,7 +24,8 @@ The kernel first turns a line's pieces into the model's word ids, then, while sc
 prefetches the slots of the word `AHEAD` further on (`dataclean.lm.prefetch`); for models up to
 order 4 (the bundled ones, `dataclean lm train`'s default) it also unrolls the orders and keeps
 the context's backoffs in registers. Against KenLM's Python query on the same pre-tokenized lines
-the query went from 0.65x/0.79x of its time to about 0.25x (en/zh, `bench_perplexity.py`).
+the query went from 0.65x/0.79x of its time to 0.26x-0.38x / 0.22x-0.30x (en/zh,
+`bench_perplexity.py`, loaded machine).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ from dataclean.lm.arpa import BOS, EOS, HASH_A, HASH_B, NGRAM, ORDER, UNK, Ngram
 from dataclean.lm.prefetch import prefetch
 
 _SPACE, _NEWLINE = 32, 10
-# Words between the one scored and the one whose n-gram slots are prefetched (8 was fastest
-# of 1-16 on the bundled models).
+# Words between the one scored and the one whose n-gram slots are prefetched (of 1, 2, 4, 8 and
+# 16, 8 and 16 were fastest on the bundled models).
 AHEAD = 8
 # Models up to this order are scored by `_score`, with the orders unrolled; others by the loop
 # of `_score_any_order` (about 1.3x slower on the bundled models).
