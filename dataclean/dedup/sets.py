@@ -14,8 +14,10 @@ first makes the lookups cheap: shingles a site template gives thousands of pages
 of every page's order, out of the prefix, and a page's own shingles are held by its copies only.
 
 Frequencies are counted per component (so a row's prefix never depends on which other
-components share its partition, or on the partition count) in a fixed table of counters indexed
-by hash: two shingles in one counter only change the order, never the guarantee.
+components share its partition, on the partition count, or on whether the component is read
+whole or in chunks: `dataclean.dedup.stream`) in a fixed table of `COUNTER_BITS` counters
+indexed by hash, the same size for every component: two shingles in one counter only change
+the order, never the guarantee.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -132,41 +134,27 @@ def prefix_lengths(sizes: np.ndarray, threshold: float) -> np.ndarray:
     return np.clip(sizes - needed + 1, 0, sizes)
 
 
-def counter_bits(shingles: np.ndarray | int) -> np.ndarray:
-    """Bits of the frequency counters for a component of that many shingles (its rows' sketch
-    lengths summed, before deduplication): a component's own, so its rows' prefixes never depend
-    on which other components share its task or how it is read (whole or in chunks)."""
-    twice = 2 * np.asarray(shingles, dtype=np.int64)
-    lengths = np.floor(np.log2(np.maximum(twice, 1))).astype(np.int64) + 1
-    return np.clip(np.where(twice > 0, lengths, 0), 4, COUNTER_BITS)
-
-
 def prefix_tokens(
     sets: np.ndarray,
     set_offsets: np.ndarray,
     bounds: np.ndarray,
     threshold: float,
-    shingles: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's prefix shingles (module docstring) that some other row of its component has in
     its prefix too, as uint64 tokens: (values, offsets). A prefix shingle no other prefix holds
     can never bring two rows together: dropping it leaves a unique page with no tokens at all.
 
     `sets` are sorted, deduplicated shingle hashes (`sorted_sets`); rows of component k are
-    bounds[k]:bounds[k + 1]; `shingles` is each component's count before deduplication (what
-    `counter_bits` sizes its counters by; default: the deduplicated count).
+    bounds[k]:bounds[k + 1].
     """
     sizes = np.diff(set_offsets)
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(prefix_lengths(sizes, threshold), out=offsets[1:])
     prefixes = np.empty(int(offsets[-1]), dtype=np.uint64)
-    if shingles is None:
-        shingles = np.add.reduceat(sizes, bounds[:-1]) if len(bounds) > 1 and len(sizes) else np.zeros(0)
-    bits = counter_bits(shingles)
-    counters = np.zeros(1 << int(bits.max(initial=4)), dtype=np.uint8)
+    counters = np.zeros(1 << COUNTER_BITS, dtype=np.uint8)
     counts = np.empty(max(1, int(sizes.max(initial=0))), dtype=np.uint8)
     histogram = np.empty(256, dtype=np.int64)
-    _prefix_kernel(sets, set_offsets, bounds, bits, offsets, prefixes, counters, counts, histogram)
+    _prefix_kernel(sets, set_offsets, bounds, COUNTER_BITS, offsets, prefixes, counters, counts, histogram)
     # Exact: (component, shingle) keys held by two prefixes or more, by one sort (a 64-bit sort
     # is about 40 ns a key here; an argsort ten times that), then a hash set of those few.
     component = np.repeat(np.arange(len(bounds) - 1, dtype=np.uint64), np.diff(offsets[bounds]))
@@ -313,9 +301,9 @@ def _prefix_kernel(sets, set_offsets, bounds, bits, offsets, out, counters, coun
     for component in range(len(bounds) - 1):
         first, last = bounds[component], bounds[component + 1]
         start, end = set_offsets[first], set_offsets[last]
-        _count(sets, start, end, counters, bits[component], True)
-        _select(sets, set_offsets, first, last, offsets, out, counters, bits[component], counts, histogram)
-        _count(sets, start, end, counters, bits[component], False)
+        _count(sets, start, end, counters, bits, True)
+        _select(sets, set_offsets, first, last, offsets, out, counters, bits, counts, histogram)
+        _count(sets, start, end, counters, bits, False)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -9,9 +9,9 @@ values each), never whole:
    has follows that first member (`exact_followers`, from the small columns), and is resolved
    after the near pass exactly as `verify.decide` resolves it as it goes.
 2. With `verify`, one pass counts every shingle's frequency in the component into the fixed
-   counters of `dataclean.dedup.sets` (sized by the component's shingle count, as `decide` sizes
-   them); a second finds the prefix tokens two prefixes or more hold, as `prefix_tokens` does
-   (a token only one prefix holds can never bring two rows together): in memory up to
+   counters of `dataclean.dedup.sets` (as `decide` counts them); a second finds the prefix
+   tokens two prefixes or more hold, as `prefix_tokens` does (a token only one prefix holds
+   can never bring two rows together): in memory up to
    `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on local disk and
    counted part by part. Only those are filed.
 3. The decision pass: each member looks up its tokens among the centers filed so far, exactly as
@@ -44,9 +44,9 @@ import numba as nb
 import numpy as np
 
 from dataclean.dedup.sets import (
+    COUNTER_BITS,
     agreement,
     count_kernel,
-    counter_bits,
     heap_sort,
     jaccard_helper,
     prefix_lengths,
@@ -262,7 +262,7 @@ def _count_shingles(
     reader: ComponentReader, members: np.ndarray, lengths: np.ndarray, stats: StreamStats, chunk: Chunk
 ) -> tuple[np.ndarray, int]:
     """Pass 1: the component's shingle frequencies (`dataclean.dedup.sets` counters)."""
-    bits = int(counter_bits(int(lengths.sum())))
+    bits = COUNTER_BITS
     counters = np.zeros(1 << bits, dtype=np.uint8)
     for first, last in chunks(lengths, 0, len(members), chunk):
         sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))

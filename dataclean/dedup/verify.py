@@ -412,9 +412,8 @@ def decide(
     count = len(earlier)
     bounds = component_bounds(roots) if count else np.zeros(1, np.int64)
     if near and verify:
-        shingles = np.add.reduceat(np.diff(sketch_offsets), bounds[:-1]) if count else None
         sketch, sketch_offsets = sorted_sets(sketch, sketch_offsets)
-        tokens, token_offsets = prefix_tokens(sketch, sketch_offsets, bounds, threshold, shingles)
+        tokens, token_offsets = prefix_tokens(sketch, sketch_offsets, bounds, threshold)
     else:
         tokens, token_offsets = key_values, key_offsets
     kind, target, score = np.zeros(count, np.int8), np.arange(count), np.full(count, np.nan)
