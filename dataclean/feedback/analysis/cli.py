@@ -5,7 +5,7 @@
 
 Writes DIR/quarantine.parquet (merged with --merge LIST without duplicates), DIR/spikes.json,
 DIR/report.md and DIR/training.png. With `--megatron` (Megatron-LM's data options) the documents
-of every data spike's iteration join the list for review (`dataclean.feedback.analysis.megatron`).
+of every data spike's iteration join the list for review (`dataclean.feedback.analysis.megatron_cli`).
 The next `dataclean run ... --quarantine DIR/quarantine.parquet` leaves the listed samples out.
 """
 
@@ -151,7 +151,7 @@ def feedback(
     try:
         analysis = analyze(losses, steps, corpus, settings)
         if megatron_args is not None:
-            from dataclean.feedback.analysis.megatron import megatron_suspects
+            from dataclean.feedback.analysis.megatron_cli import megatron_suspects
 
             suspects = megatron_suspects(megatron_args, analysis, str(steps), corpus)
             analysis.quarantine = merge_lists(analysis.quarantine, suspects)

@@ -1,4 +1,5 @@
-"""What `dataclean feedback --steps TRAIN.LOG --megatron DATA_ARGS` adds to the feedback run.
+"""What `dataclean feedback --steps TRAIN.LOG --megatron DATA_ARGS` adds to the feedback run: part of
+the command (it parses the option with `dataclean megatron locate`'s own definitions).
 
 Every spike the analysis diagnosed as `data` in Megatron-LM's log is an iteration; with the run's
 data options (those of `dataclean megatron locate`, parsed by the same definitions) its documents
