@@ -1,6 +1,6 @@
 """Perplexity scoring speed per core, English and Chinese, against KenLM alone.
 
-    python benchmarks/bench_perplexity.py [--data PATH] [--repeat 5]
+    python benchmarks/bench_perplexity.py [--data PATH] [--repeat 5] [--passes 10]
 
 Corpora: WikiText-2 test paragraphs, detokenized (English) and the CMRC2018 paragraphs (Chinese),
 from the reference data folder (`--data`). For each language it times, in one process:
@@ -16,8 +16,8 @@ from the reference data folder (`--data`). For each language it times, in one pr
   per-document scoring) on dataclean's bundled models, if datatrove is installed (see
   benchmarks/datatrove_equivalent.py: its hub download is replaced by the bundled files),
 and prints samples/s, MB/s and stage / reference (the target: at least 1.0). Every function is
-called once untimed (warm-up; its peak memory above the input is measured then), then once per
-round for `--repeat` rounds in a rotating order (`benchmarks/rounds.py`): times are medians, and
+called once untimed (warm-up; its peak memory above the input is measured then), then `--passes`
+times in a row per round (one pass is tens of milliseconds) for `--repeat` rounds in a rotating order (`benchmarks/rounds.py`): times are medians, and
 the ratios in `--json` are medians of per-round ratios with their min-max. `--generated` uses
 generated text. `--json PATH` also writes the comparisons for benchmarks/run_all.py.
 """
@@ -50,15 +50,28 @@ from dataclean.lm.compiled import count_words  # noqa: E402
 from dataclean.stages.perplexity import ScorePerplexity  # noqa: E402
 
 
-def timed(repeat: int, fns: dict[str, Callable[[], Any]], memory: dict[str, float]) -> dict[str, list[float]]:
-    """Seconds of each function per round, after one untimed call of each (warm-up), during
-    which `memory` receives its peak memory above its start (MiB)."""
+def timed(
+    repeat: int, fns: dict[str, Callable[[], Any]], memory: dict[str, float], passes: int = 1
+) -> dict[str, list[float]]:
+    """Seconds of one call of each function per round (the mean of `passes` calls in a row, so a
+    round is long enough for the clock and the scheduler: one pass over these corpora takes tens
+    of milliseconds), after one untimed call of each (warm-up), during which `memory` receives
+    its peak memory above its start (MiB)."""
     for name, fn in fns.items():
         with PeakMemory() as peak:
             fn()
         if peak.megabytes is not None:
             memory[name] = peak.megabytes
-    return timed_rounds(fns, repeat, warmup=0)
+
+    def repeated(fn: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(passes):
+                fn()
+
+        return run
+
+    rounds = timed_rounds({name: repeated(fn) for name, fn in fns.items()}, repeat, warmup=0)
+    return {name: [seconds / passes for seconds in values] for name, values in rounds.items()}
 
 
 def corpora(folder: Path | None) -> dict[str, list[str]]:
@@ -76,6 +89,7 @@ def main() -> None:
     data.add_data_argument(parser)
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds")
     parser.add_argument("--json", help="also write the comparisons here (for run_all.py)")
+    parser.add_argument("--passes", type=int, default=10, help="calls of each function per round")
     args = parser.parse_args()
     data.use_data(args.data, args.generated)
 
@@ -89,7 +103,7 @@ def main() -> None:
     rows = []
     source = "reference data" if data.have_shared() else "generated text"
     for lang, texts in corpora(data.SHARED if data.have_shared() else None).items():
-        line, measured = measure(stage, stage._loaded[lang], lang, texts, args.repeat)
+        line, measured = measure(stage, stage._loaded[lang], lang, texts, args.repeat, args.passes)
         print(line)
         name = {"en": "WikiText-2 test paragraphs", "zh": "CMRC2018 paragraphs"}[lang]
         name = name if source == "reference data" else source
@@ -102,7 +116,7 @@ def main() -> None:
 
 
 def measure(
-    stage: ScorePerplexity, model: Any, lang: str, texts: list[str], repeat: int
+    stage: ScorePerplexity, model: Any, lang: str, texts: list[str], repeat: int, passes: int = 1
 ) -> tuple[str, dict[str, Measurement]]:
     """One result line: the stage, its parts and the references on `texts`; and the measurements."""
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
@@ -133,7 +147,7 @@ def measure(
         if datatrove is not None:
             functions["datatrove"] = datatrove
         memory: dict[str, float] = {}
-        rounds = timed(repeat, functions, memory)
+        rounds = timed(repeat, functions, memory, passes)
     t = {name: statistics.median(values) for name, values in rounds.items()}
     tokenize = t["normalize+tokenize"] - t["normalize"]
     rest = t["stage"] - t["normalize+tokenize"] - t["query"]
