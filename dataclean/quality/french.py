@@ -16,6 +16,10 @@ asks spaCy for (`dataclean/data/quality/spacy_fr/`, spaCy 3.8, MIT):
   `french_suffix`);
 - its special cases (`peut-être`, `aujourd'hui`, `a-t-il` -> `a` `-t` `-il`) instead of
   English's (`dataclean.quality.special_cases`).
+
+The compiled helpers take the tables as `fr`, one pair of flat arrays (`pack_french`'s slots of
+a `dataclean.quality.hashing.Packer`), not a tuple of one array per table: every chunk's call
+carries them, whatever its language.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -24,15 +28,24 @@ asks spaCy for (`dataclean/data/quality/spacy_fr/`, spaCy 3.8, MIT):
 from __future__ import annotations
 
 import json
-from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
 from dataclean.jit import helper
 from dataclean.quality import chars as F
 from dataclean.quality.chars import TABLES
-from dataclean.quality.hashing import FNV_OFFSET, FNV_PRIME, _find, _fnv, fnv_hash, hash_set
+from dataclean.quality.hashing import (
+    FNV_OFFSET,
+    FNV_PRIME,
+    Packer,
+    _find,
+    _fnv,
+    fnv_hash,
+    hash_set,
+    packed_ints,
+    packed_set,
+    packed_value,
+)
 from dataclean.quality.special_cases import special_cases
 
 FOLDER = TABLES / "spacy_fr"
@@ -41,35 +54,56 @@ TAILS = {"letters": 1, "letters1": 2, "word": 4}
 _LOWERED = 0x250  # the literals are Latin: case is folded below this code point only
 
 
-@lru_cache(maxsize=1)
-def french_tables() -> tuple[Any, ...]:
-    """What the French rules look up: (literals as a `hash_set`, each literal's tail bit, the
-    longest literal, the `X-de-Y` middles as a `hash_set`, the hyphen suffixes as a `hash_set`,
-    the longest of those, lower case by code point below `_LOWERED`, the hyphen characters, the
-    apostrophes, the special cases as `special_cases` gives them)."""
+# Where `pack_french` puts the French tables (slots of a `dataclean.quality.hashing.Packer`).
+LITERALS, LITERAL_TAILS, LONGEST_LITERAL, COMBINATIONS, HYPHEN_SUFFIXES, LONGEST_SUFFIX = range(6)
+LOWER, HYPHENS, ELISIONS = range(6, 9)
+SPECIALS, SPECIAL_OFFSETS, SPECIAL_LENGTHS, SPECIAL_SPLIT, SPECIAL_PIECES, LONGEST_SPLIT = range(9, 15)
+SLOTS = 15
+
+
+def pack_french(packer: Packer) -> None:
+    """What the French rules look up, into `packer`'s slots `0`..`SLOTS - 1`: the literals as a
+    `hash_set`, each literal's tail bit, the longest literal, the `X-de-Y` middles as a
+    `hash_set`, the hyphen suffixes as a `hash_set`, the longest of those, lower case by code
+    point below `_LOWERED`, the hyphen characters, the apostrophes, the special cases as
+    `special_cases` gives them."""
     rules = json.loads((FOLDER / "token_match.json").read_text(encoding="utf-8"))
     literals = list(rules["literals"].items())
     lower = np.array(
         [ord(chr(c).lower()) if len(chr(c).lower()) == 1 else c for c in range(_LOWERED)], np.int64
     )
-    return (
-        hash_set([fnv_hash(text) for text, _tail in literals]),
-        np.array([TAILS[tail] for _text, tail in literals], np.int64),
-        max(len(text) for text, _tail in literals),
-        hash_set([fnv_hash(text) for text in rules["combinations"]]),
-        hash_set([fnv_hash(text) for text in rules["hyphen_suffixes"]]),
-        max(len(text) for text in rules["hyphen_suffixes"]),
-        lower,
-        np.array([ord(ch) for ch in rules["hyphens"]], np.int64),
-        np.array([ord(ch) for ch in rules["elisions"]], np.int64),
-        special_cases(FOLDER / "specials.tsv"),
-    )
+    packer.set(LITERALS, hash_set([fnv_hash(text) for text, _tail in literals]))
+    packer.array(LITERAL_TAILS, np.array([TAILS[tail] for _text, tail in literals], np.int64))
+    packer.value(LONGEST_LITERAL, max(len(text) for text, _tail in literals))
+    packer.set(COMBINATIONS, hash_set([fnv_hash(text) for text in rules["combinations"]]))
+    packer.set(HYPHEN_SUFFIXES, hash_set([fnv_hash(text) for text in rules["hyphen_suffixes"]]))
+    packer.value(LONGEST_SUFFIX, max(len(text) for text in rules["hyphen_suffixes"]))
+    packer.array(LOWER, lower)
+    packer.array(HYPHENS, np.array([ord(ch) for ch in rules["hyphens"]], np.int64))
+    packer.array(ELISIONS, np.array([ord(ch) for ch in rules["elisions"]], np.int64))
+    specials, offsets, lengths, split, pieces, longest = special_cases(FOLDER / "specials.tsv")
+    packer.set(SPECIALS, specials)
+    packer.array(SPECIAL_OFFSETS, offsets)
+    packer.array(SPECIAL_LENGTHS, lengths)
+    packer.set(SPECIAL_SPLIT, split)
+    packer.array(SPECIAL_PIECES, pieces)
+    packer.value(LONGEST_SPLIT, longest)
 
 
 @helper
 def _lower(fr, c):  # type: ignore[no-untyped-def]
-    lower = fr[6]
+    lower = packed_ints(fr, np.int64(LOWER))
     return lower[c] if c < len(lower) else c
+
+
+@helper
+def _hyphen(fr, c):  # type: ignore[no-untyped-def]
+    return _one_of(packed_ints(fr, np.int64(HYPHENS)), c)
+
+
+@helper
+def _elision(fr, c):  # type: ignore[no-untyped-def]
+    return _one_of(packed_ints(fr, np.int64(ELISIONS)), c)
 
 
 @helper
@@ -93,7 +127,7 @@ def _tail(cps, k, e, flags, tail, fr):  # type: ignore[no-untyped-def]
         return False
     for i in range(k, e):
         c = cps[i]
-        if not (_cased(flags, c) or (tail == 4 and (_one_of(fr[7], c) or _one_of(fr[8], c)))):
+        if not (_cased(flags, c) or (tail == 4 and (_hyphen(fr, c) or _elision(fr, c)))):
             return False
     return True
 
@@ -113,14 +147,14 @@ def _combination(cps, s, e, flags, fr):  # type: ignore[no-untyped-def]
     first = s
     while first < e and flags[cps[first]] & F.ALPHA:
         first += 1
-    if first == s or first >= e or not _one_of(fr[7], cps[first]):
+    if first == s or first >= e or not _hyphen(fr, cps[first]):
         return False
     second = first + 1
     value = np.uint64(FNV_OFFSET)
-    while second < e and not _one_of(fr[7], cps[second]):
+    while second < e and not _hyphen(fr, cps[second]):
         value = (value ^ np.uint64(_lower(fr, cps[second]))) * np.uint64(FNV_PRIME)
         second += 1
-    if second >= e or second == first + 1 or _find(fr[3], value) < 0:
+    if second >= e or second == first + 1 or _find(packed_set(fr, np.int64(COMBINATIONS)), value) < 0:
         return False
     rest = second + 1
     if _letters(cps, rest, e, flags):
@@ -128,7 +162,7 @@ def _combination(cps, s, e, flags, fr):  # type: ignore[no-untyped-def]
     return (
         rest + 2 < e
         and _lower(fr, cps[rest]) == 108  # l
-        and _one_of(fr[8], cps[rest + 1])
+        and _elision(fr, cps[rest + 1])
         and _letters(cps, rest + 2, e, flags)
     )
 
@@ -139,16 +173,18 @@ def french_token_match(cps, s, e, flags, fr):  # type: ignore[no-untyped-def]
     `token_match.json` (case ignored) and its tail, or `X-de-Y`."""
     found = False
     for i in range(s, e):  # every pattern holds a hyphen or an apostrophe
-        if _one_of(fr[7], cps[i]) or _one_of(fr[8], cps[i]):
+        if _hyphen(fr, cps[i]) or _elision(fr, cps[i]):
             found = True
             break
     if not found:
         return False
+    literals = packed_set(fr, np.int64(LITERALS))
+    tails = packed_ints(fr, np.int64(LITERAL_TAILS))
     value = np.uint64(FNV_OFFSET)
-    for k in range(s, min(e, s + fr[2])):
+    for k in range(s, min(e, s + packed_value(fr, np.int64(LONGEST_LITERAL)))):
         value = (value ^ np.uint64(_lower(fr, cps[k]))) * np.uint64(FNV_PRIME)
-        index = _find(fr[0], value)
-        if index >= 0 and _tail(cps, k + 1, e, flags, fr[1][index], fr):
+        index = _find(literals, value)
+        if index >= 0 and _tail(cps, k + 1, e, flags, tails[index], fr):
             return True
     return _combination(cps, s, e, flags, fr)
 
@@ -160,7 +196,7 @@ def french_prefix(cps, s, e, flags, fr):  # type: ignore[no-untyped-def]
     if (
         e - s >= 3
         and (c == 100 or c == 108 or c == 110 or c == 68 or c == 76 or c == 78)
-        and _one_of(fr[8], cps[s + 1])
+        and _elision(fr, cps[s + 1])
         and flags[cps[s + 2]] & F.ALPHA
     ):
         return 2
@@ -171,10 +207,10 @@ def french_prefix(cps, s, e, flags, fr):  # type: ignore[no-untyped-def]
 def french_suffix(cps, s, e, flags, fr):  # type: ignore[no-untyped-def]
     """spaCy French's hyphen suffix `(?<=[ALPHA])[HYPHENS](ce|il|elle|...)$`: its length, else 0
     (the longest first: spaCy takes the leftmost match)."""
-    for size in range(min(fr[5], e - s - 2), 0, -1):
+    for size in range(min(packed_value(fr, np.int64(LONGEST_SUFFIX)), e - s - 2), 0, -1):
         h = e - size - 1
-        hyphen = _one_of(fr[7], cps[h]) and flags[cps[h - 1]] & F.ALPHA
-        if hyphen and _find(fr[4], _fnv(cps, e - size, e)) >= 0:
+        hyphen = _hyphen(fr, cps[h]) and flags[cps[h - 1]] & F.ALPHA
+        if hyphen and _find(packed_set(fr, np.int64(HYPHEN_SUFFIXES)), _fnv(cps, e - size, e)) >= 0:
             return size + 1
     return 0
 

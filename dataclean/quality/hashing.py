@@ -73,3 +73,62 @@ def _find(table, value):  # type: ignore[no-untyped-def]
             return values[slot]
         slot = np.int64((np.uint64(slot) + np.uint64(1)) & mask)
     return -1
+
+
+class Packer:
+    """Several tables in two flat arrays, as compiled code takes them (`packed_set`,
+    `packed_ints`, `packed_value`): (hashes, uint64; ints, int64). A `hash_set`'s keys and values
+    share a range of both arrays; other tables are ranges of `ints`. The first `2 * slots` ints
+    are a header: per slot, a table's start and length, or a number. One pair of arrays crosses
+    a compiled call where a tuple of one array per table would be passed (and compiled) member by
+    member."""
+
+    def __init__(self, slots: int) -> None:
+        self.header = np.zeros(2 * slots, np.int64)
+        self.hashes: list[np.ndarray] = [np.zeros(2 * slots, np.uint64)]
+        self.ints: list[np.ndarray] = [self.header]
+        self.size = 2 * slots
+
+    def _add(self, slot: int, keys: np.ndarray, values: np.ndarray) -> None:
+        self.header[2 * slot], self.header[2 * slot + 1] = self.size, len(values)
+        self.hashes.append(keys.astype(np.uint64))
+        self.ints.append(values.astype(np.int64))
+        self.size += len(values)
+
+    def set(self, slot: int, table: tuple[np.ndarray, np.ndarray]) -> None:
+        """A `hash_set` at `slot`."""
+        self._add(slot, table[0], table[1])
+
+    def array(self, slot: int, values: np.ndarray) -> None:
+        """An integer array at `slot`."""
+        self._add(slot, np.zeros(len(values), np.uint64), values)
+
+    def value(self, slot: int, value: int) -> None:
+        """A number at `slot`."""
+        self.header[2 * slot] = value
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.concatenate(self.hashes), np.concatenate(self.ints)
+
+
+@helper
+def packed_set(packed, slot):  # type: ignore[no-untyped-def]
+    """The `hash_set` a `Packer` put at `slot` (views of the packed arrays)."""
+    hashes, ints = packed
+    start = ints[2 * slot]
+    end = start + ints[2 * slot + 1]
+    return hashes[start:end], ints[start:end]
+
+
+@helper
+def packed_ints(packed, slot):  # type: ignore[no-untyped-def]
+    """The integer array a `Packer` put at `slot` (a view)."""
+    ints = packed[1]
+    start = ints[2 * slot]
+    return ints[start : start + ints[2 * slot + 1]]
+
+
+@helper
+def packed_value(packed, slot):  # type: ignore[no-untyped-def]
+    """The number a `Packer` put at `slot`."""
+    return packed[1][2 * slot]

@@ -21,23 +21,29 @@ left, from 4 syllables up, into pieces of 2 syllables (Kiwi's Korean morphemes a
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Any
+import numpy as np
 
 from dataclean.jit import helper
-from dataclean.quality.hashing import _find, _fnv, fnv_hash, hash_set
+from dataclean.quality.french import SLOTS as FRENCH_SLOTS
+from dataclean.quality.hashing import Packer, _find, _fnv, fnv_hash, hash_set, packed_set, packed_value
 
 CONFIG = "kor_Hang"  # the FineWeb-2 config whose stop words end Hangul runs
 LONG_STEM = 4  # syllables from which a stem is cut into pieces of 2
 
 
-@lru_cache(maxsize=1)
-def korean_tables() -> tuple[Any, ...]:
-    """(the endings as a `hash_set`, the longest ending): FineWeb-2's Korean stop words."""
+# Where `pack_korean` puts the Korean tables: slots of a `dataclean.quality.hashing.Packer` after
+# French's (`dataclean.quality.tokenizer.language_tables` packs both in one pair of arrays).
+ENDINGS, LONGEST_ENDING = FRENCH_SLOTS, FRENCH_SLOTS + 1
+
+
+def pack_korean(packer: Packer) -> None:
+    """The endings as a `hash_set` and the longest ending (FineWeb-2's Korean stop words) into
+    `packer`'s slots `ENDINGS` and `LONGEST_ENDING`."""
     from dataclean.quality.fineweb2 import configs  # here: fineweb2 imports the tokenizer
 
     endings = [word for word in configs()[CONFIG]["stopwords"] if word]
-    return hash_set([fnv_hash(word) for word in endings]), max(len(word) for word in endings)
+    packer.set(ENDINGS, hash_set([fnv_hash(word) for word in endings]))
+    packer.value(LONGEST_ENDING, max(len(word) for word in endings))
 
 
 @helper
@@ -51,8 +57,9 @@ def _emit_run(cps, s, e, out, n, tables):  # type: ignore[no-untyped-def]
     """The words of the Hangul run `cps[s:e]`: its stem (in 2-syllable pieces from `LONG_STEM`
     syllables) and the ending it ends in, if any."""
     cut = e
-    for size in range(min(tables[1], e - s - 1), 0, -1):
-        if _find(tables[0], _fnv(cps, e - size, e)) >= 0:
+    endings = packed_set(tables, np.int64(ENDINGS))
+    for size in range(min(packed_value(tables, np.int64(LONGEST_ENDING)), e - s - 1), 0, -1):
+        if _find(endings, _fnv(cps, e - size, e)) >= 0:
             cut = e - size
             break
     if cut - s >= LONG_STEM:
@@ -76,7 +83,8 @@ def _emit_run(cps, s, e, out, n, tables):  # type: ignore[no-untyped-def]
 @helper
 def korean_words(cps, out, first, n, stack, tables):  # type: ignore[no-untyped-def]
     """Cut the tokens `out[first:n]` (one chunk's) as the module docstring says, in place;
-    returns the new row count. `stack`: scratch rows (as many as the chunk has characters)."""
+    returns the new row count. `stack`: scratch rows (as many as the chunk has characters);
+    `tables`: the packed pair of `dataclean.quality.tokenizer.language_tables`."""
     count = n - first
     for k in range(count):
         stack[k, 0] = out[first + k, 0]
