@@ -95,7 +95,8 @@ def tokenizer_tables() -> Tables:
     empty `hash_set`, the French and Korean rules' tables packed in two arrays: `language_tables`).
     English's are the tuple's own members, as before French and Korean; theirs are one pair of
     arrays, so the tuple every chunk's call carries grew by two arrays, not by some thirty (which
-    cost the English and Chinese words about a fifth of their speed and 10 s of compile CPU)."""
+    cost the English words about a fifth of their speed, and the stage about 2-3 s of compile CPU
+    of the 7 the French and Korean rules added)."""
     specials, offsets, piece_lengths, split, pieces, longest = special_cases(TABLES / "spacy_en_specials.tsv")
     suffixes = (TABLES / "spacy_en_after_digit.txt").read_text(encoding="utf-8").split()
     return (
