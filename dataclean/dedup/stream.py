@@ -43,12 +43,10 @@ from typing import Protocol
 import numba as nb
 import numpy as np
 
+from dataclean.dedup.centers import best_center
 from dataclean.dedup.sets import (
     COUNTER_BITS,
-    agreement,
     count_kernel,
-    heap_sort,
-    jaccard_helper,
     prefix_lengths,
     repeated,
     select_kernel,
@@ -392,7 +390,7 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
     token_keys, token_filled, token_head, token_length = table
     entry_center, entry_next = entries
     values, offsets, center_row = centers
-    stamp, shared, found, ranked = marks
+    stamp = marks[0]  # the rest of marks is best_center's scratch
     for i in range(len(rows)):
         if follower[i]:
             continue
@@ -405,44 +403,22 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
         member = state[4]
         state[4] += 1
         if not earlier[i]:
-            count = 0
-            for k in range(token_offsets[i], token_offsets[i + 1]):
-                place = slot(token_keys, token_filled, tokens[k], bits)
-                entry = token_head[place] if token_filled[place] else -1
-                while entry >= 0:
-                    center = entry_center[entry]
-                    entry = entry_next[entry]
-                    if stamp[center] != member:
-                        stamp[center] = member
-                        other = offsets[center + 1] - offsets[center]
-                        if exact_jaccard and min(size, other) < threshold * max(size, other) - 1e-9:
-                            shared[center] = -1
-                            continue
-                        shared[center] = 0
-                        found[count] = center
-                        count += 1
-                    if shared[center] >= 0:
-                        shared[center] += 1
-            if count > max_checks:  # the centers sharing the most tokens, then earliest
-                for j in range(count):
-                    most_shared = min(shared[found[j]], (1 << 22) - 1)
-                    ranked[j] = ((np.int64(1 << 22) - most_shared) << 40) | found[j]
-                heap_sort(ranked, count)
-                for j in range(max_checks):
-                    found[j] = ranked[j] & ((np.int64(1) << 40) - 1)
-                count = max_checks
-            best = -1
-            best_similarity = -1.0
-            for j in range(count):
-                center = found[j]
-                if exact_jaccard:
-                    similarity = jaccard_helper(values, offsets, x, center)
-                else:
-                    similarity = agreement(values, offsets, x, center)
-                if similarity >= threshold and (
-                    similarity > best_similarity or (similarity == best_similarity and center < best)
-                ):
-                    best, best_similarity = center, similarity
+            best, best_similarity, count = best_center(
+                tokens,
+                token_offsets[i],
+                token_offsets[i + 1],
+                table,
+                entries,
+                marks,
+                member,
+                values,
+                offsets,
+                x,
+                threshold,
+                exact_jaccard,
+                max_checks,
+                bits,
+            )
             state[3] += count
             if best >= 0:
                 kind[rows[i]], target[rows[i]], score[rows[i]] = NEAR, center_row[best], best_similarity

@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 
 from dataclean.dedup.alarms import largest_clusters, source_counts
 from dataclean.dedup.candidates import PartitionRows
+from dataclean.dedup.centers import best_center
 from dataclean.dedup.connect import load_labels
 from dataclean.dedup.partition import (
     SourceFile,
@@ -62,9 +63,6 @@ from dataclean.dedup.partition import (
     write_partitioned,
 )
 from dataclean.dedup.sets import (
-    agreement,
-    heap_sort,
-    jaccard_helper,
     prefix_tokens,
     slot,
     sorted_sets,
@@ -243,46 +241,22 @@ def _decide_kernel(
                 text_keys[text_slot], text_filled[text_slot] = exact_hash[x], True
                 first_with_text[text_slot] = x
             if do_near and not earlier[x]:
-                size = sketch_offsets[x + 1] - sketch_offsets[x]
-                count = 0
-                for k in range(token_offsets[x], token_offsets[x + 1]):
-                    place = slot(token_keys, token_filled, token_values[k], token_bits)
-                    entry = token_head[place] if token_filled[place] else -1
-                    while entry >= 0:
-                        center = entry_center[entry]
-                        entry = entry_next[entry]
-                        if stamp[center] != x:
-                            stamp[center] = x
-                            other = sketch_offsets[center + 1] - sketch_offsets[center]
-                            # Jaccard <= smaller / larger: a center too short or too long cannot reach t.
-                            if exact_jaccard and min(size, other) < threshold * max(size, other) - 1e-9:
-                                shared[center] = -1
-                                continue
-                            shared[center] = 0
-                            found[count] = center
-                            count += 1
-                        if shared[center] >= 0:
-                            shared[center] += 1
-                if count > max_checks:  # the centers sharing the most tokens, then earliest
-                    for i in range(count):
-                        most_shared = min(shared[found[i]], (1 << 22) - 1)
-                        ranked[i] = ((np.int64(1 << 22) - most_shared) << 40) | found[i]
-                    heap_sort(ranked, count)
-                    for i in range(max_checks):
-                        found[i] = ranked[i] & ((np.int64(1) << 40) - 1)
-                    count = max_checks
-                best = -1
-                best_similarity = -1.0
-                for i in range(count):
-                    center = found[i]
-                    if exact_jaccard:
-                        similarity = jaccard_helper(sketch, sketch_offsets, x, center)
-                    else:
-                        similarity = agreement(sketch, sketch_offsets, x, center)
-                    if similarity >= threshold and (
-                        similarity > best_similarity or (similarity == best_similarity and center < best)
-                    ):
-                        best, best_similarity = center, similarity
+                best, best_similarity, count = best_center(
+                    token_values,
+                    token_offsets[x],
+                    token_offsets[x + 1],
+                    token_table,
+                    entries,
+                    (stamp, shared, found, ranked),
+                    x,
+                    sketch,
+                    sketch_offsets,
+                    x,
+                    threshold,
+                    exact_jaccard,
+                    max_checks,
+                    token_bits,
+                )
                 checks += count
                 if best >= 0:
                     kind[x], target[x], score[x] = NEAR, best, best_similarity
