@@ -26,6 +26,8 @@ import numpy as np
 OUT = Path(__file__).resolve().parent.parent / "dataclean" / "data" / "quality"
 sys.path.insert(0, str(OUT.parent.parent.parent))
 
+from spacy_specials import special_case_lines  # noqa: E402  (a sibling script module)
+
 from dataclean.quality import chars as F  # noqa: E402
 
 
@@ -85,28 +87,7 @@ def main() -> None:
         flags[code] = value
     np.savez_compressed(OUT / "char_classes.npz", flags=flags)
 
-    from spacy.tokenizer import Tokenizer
-
-    bare = Tokenizer(
-        nlp.vocab,
-        rules={},
-        prefix_search=tokenizer.prefix_search,
-        suffix_search=tokenizer.suffix_search,
-        infix_finditer=tokenizer.infix_finditer,
-        url_match=tokenizer.url_match,
-    )
-    lines = []
-    for text, tokens in sorted(tokenizer.rules.items()):
-        if any(ch.isspace() for ch in text):
-            continue  # chunks never hold whitespace
-        lengths = [len(token[65]) for token in tokens]  # 65: ORTH
-        assert sum(lengths) == len(text), text
-        # spaCy also finds, after splitting, the special cases that its affix rules cut apart
-        # (`Co.` in `(Co.)`, `):`): how many tokens the affix rules alone make of them, 0 for
-        # the others (its `_special_matcher`, which it fills the same way).
-        split = tokenizer.find_prefix(text) or tokenizer.find_infix(text) or tokenizer.find_suffix(text)
-        pieces = len(bare(text)) if split else 0
-        lines.append(text + "\t" + ",".join(map(str, lengths)) + "\t" + str(pieces))
+    lines = special_case_lines(tokenizer, keep_token_match=False)
     (OUT / "spacy_en_specials.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     after_digit = sorted(
         {piece.replace("\\", "") for piece in (cc.UNITS + "|" + cc.CURRENCY).split("|") if piece}

@@ -27,6 +27,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from spacy_specials import special_case_lines  # a sibling script module
+
 OUT = Path(__file__).resolve().parent.parent / "dataclean" / "data" / "quality" / "spacy_fr"
 
 try:  # Python 3.11+
@@ -112,31 +114,10 @@ def token_match() -> dict[str, Any]:
 
 
 def specials() -> list[str]:
-    """spaCy French's tokenizer exceptions, one line each: the text, its tokens' lengths, and how
-    many tokens the affix rules alone make of it when spaCy finds it after splitting (else 0)."""
+    """spaCy French's tokenizer exceptions, one line each (`spacy_specials`)."""
     import spacy
-    from spacy.tokenizer import Tokenizer
 
-    tokenizer = spacy.blank("fr").tokenizer
-    bare = Tokenizer(
-        tokenizer.vocab,
-        rules={},
-        prefix_search=tokenizer.prefix_search,
-        suffix_search=tokenizer.suffix_search,
-        infix_finditer=tokenizer.infix_finditer,
-        token_match=tokenizer.token_match,
-        url_match=tokenizer.url_match,
-    )
-    lines = []
-    for text, tokens in sorted(tokenizer.rules.items()):
-        if any(ch.isspace() for ch in text):
-            continue  # chunks never hold whitespace
-        lengths = [len(token[65]) for token in tokens]  # 65: ORTH
-        assert sum(lengths) == len(text), text
-        split = tokenizer.find_prefix(text) or tokenizer.find_infix(text) or tokenizer.find_suffix(text)
-        pieces = len(bare(text)) if split else 0
-        lines.append(text + "\t" + ",".join(map(str, lengths)) + "\t" + str(pieces))
-    return lines
+    return special_case_lines(spacy.blank("fr").tokenizer, keep_token_match=True)
 
 
 def main() -> None:
