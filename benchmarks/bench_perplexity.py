@@ -17,7 +17,8 @@ from the reference data folder (`--data`). For each language it times, in one pr
   benchmarks/datatrove_equivalent.py: its hub download is replaced by the bundled files),
 and prints samples/s, MB/s and stage / reference (the target: at least 1.0). Every function is
 called once untimed (warm-up; its peak memory above the input is measured then), then `--passes`
-times in a row per round (one pass is tens of milliseconds) for `--repeat` rounds in a rotating order (`benchmarks/rounds.py`): times are medians, and
+times in a row per round (one pass is tens of milliseconds) for `--repeat` rounds in a rotating
+order (`benchmarks/rounds.py`): times are medians, and
 the ratios in `--json` are medians of per-round ratios with their min-max. `--generated` uses
 generated text. `--json PATH` also writes the comparisons for benchmarks/run_all.py.
 """
