@@ -1,5 +1,5 @@
-"""README's "Writing a stage" holds: a row-local stage that needs `lang` and adds a column is one
-stage file and one recipe line. The stage is README's own code block, taken from README.md as it
+"""docs/writing-a-stage.md holds: a row-local stage that needs `lang` and adds a column is one
+stage file and one recipe line. The stage is that page's own code block, taken from it as it
 is; the recipe is the default one with that one line added after the language stage."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ MARKER = "<!-- example-stage:"
 
 
 def readme_stage() -> str:
-    """The Python block that follows the example-stage marker in README.md."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The Python block that follows the example-stage marker in docs/writing-a-stage.md."""
+    text = (ROOT / "docs" / "writing-a-stage.md").read_text(encoding="utf-8")
     found = re.search(re.escape(MARKER) + r"[^\n]*\n```python\n(.*?)\n```", text, re.S)
-    assert found is not None, "README.md lost its example stage"
+    assert found is not None, "docs/writing-a-stage.md lost its example stage"
     return found.group(1) + "\n"
 
 
