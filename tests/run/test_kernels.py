@@ -8,12 +8,36 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dataclean.executors.base import Executor
 from dataclean.run.kernel_cache import shared_cache_dir
+from dataclean.stage import Stage
 from tests.conftest import ROOT
+
+
+def _timed_stage(stage_name: str, seconds: float, on_compile: Callable[[str], None]) -> Stage:
+    """A stage named `stage_name` that declares `seconds` of compiling and calls `on_compile`
+    with its name when its kernels compile (the two scheduling tests' stand-in)."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import pyarrow as pa
+
+    @dataclass
+    class Timed(Stage):
+        name: ClassVar[str] = stage_name
+        compile_seconds: ClassVar[float] = seconds
+
+        def __call__(self, table: pa.Table) -> pa.Table:
+            return table
+
+        def compile_kernels(self) -> None:
+            on_compile(self.name)
+
+    return Timed()
 
 
 def _python(script: str, env: dict[str, str]) -> str:
@@ -189,29 +213,16 @@ def test_the_workers_take_the_longest_stages_and_this_process_the_rest() -> None
     # Three stages for two workers: the two longest go to the workers, one each, and the shortest
     # compiles here once this process is free, not on a worker after its first stage.
     import threading
-    from dataclasses import dataclass
-    from typing import ClassVar
-
-    import pyarrow as pa
 
     from dataclean.run.kernels import compile_kernels
-    from dataclean.stage import Stage
 
     compiled: dict[str, str] = {}
 
+    def record(stage_name: str) -> None:
+        compiled[stage_name] = threading.current_thread().name
+
     def stage(stage_name: str, seconds: float) -> Stage:
-        @dataclass
-        class Timed(Stage):
-            name: ClassVar[str] = stage_name
-            compile_seconds: ClassVar[float] = seconds
-
-            def __call__(self, table: pa.Table) -> pa.Table:
-                return table
-
-            def compile_kernels(self) -> None:
-                compiled[self.name] = threading.current_thread().name
-
-        return Timed()
+        return _timed_stage(stage_name, seconds, record)
 
     executor = _Recorder()
     compile_kernels([stage("short", 1.0), stage("long", 3.0), stage("middle", 2.0)], executor)
@@ -251,33 +262,20 @@ def test_the_driver_starts_on_the_longest_stage_and_the_workers_take_the_next_on
     # The driver's thread takes the longest stage at once; once the executor is up its worker
     # takes the next one from the same queue; every stage compiles once.
     import threading
-    from dataclasses import dataclass
-    from typing import ClassVar
-
-    import pyarrow as pa
 
     from dataclean.run.kernels import compile_in_background, compile_kernels
-    from dataclean.stage import Stage
 
     executor = _Sharing()
     compiled: dict[str, list[str]] = {}
 
+    def record(stage_name: str) -> None:
+        compiled.setdefault(stage_name, []).append(threading.current_thread().name)
+        if stage_name == "long":  # Ray comes up while the driver compiles the longest
+            executor.up.set()
+            assert executor.took.wait(10)
+
     def stage(stage_name: str, seconds: float) -> Stage:
-        @dataclass
-        class Timed(Stage):
-            name: ClassVar[str] = stage_name
-            compile_seconds: ClassVar[float] = seconds
-
-            def __call__(self, table: pa.Table) -> pa.Table:
-                return table
-
-            def compile_kernels(self) -> None:
-                compiled.setdefault(self.name, []).append(threading.current_thread().name)
-                if self.name == "long":  # Ray comes up while the driver compiles the longest
-                    executor.up.set()
-                    assert executor.took.wait(10)
-
-        return Timed()
+        return _timed_stage(stage_name, seconds, record)
 
     stages = [stage("short", 1.0), stage("long", 3.0), stage("middle", 2.0)]
     compile_in_background(stages, executor)
