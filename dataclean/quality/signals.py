@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from dataclean.jit import helper
 from dataclean.quality import chars as F
 from dataclean.quality.c4 import PATTERNS, c4_outcome, first_chars_table
+from dataclean.quality.japanese import sudachi_available, word_bounds
 from dataclean.quality.lines import (
     BASE,
     MIX,
@@ -43,7 +44,7 @@ from dataclean.quality.lines import (
     seen,
 )
 from dataclean.quality.runs import MIN_REPEATS, char_runs, word_runs
-from dataclean.quality.tokenizer import _fnv, segmenter_scratch, tokenize, tokenizer_tables
+from dataclean.quality.tokenizer import SUDACHI, _fnv, segmenter_scratch, tokenize, tokenizer_tables
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 # The statistics, one column each of the kernel's output (`SIGNALS` names them).
@@ -85,6 +86,8 @@ INDEX = {name: i for i, name in enumerate(SIGNALS)}
 # Longest stop word a table may hold (FineWeb-2's longest: 23 characters); longer words are never
 # hashed for the stop-word test.
 STOP_WORD_MAX_LENGTH = 24
+# The column of `params` (one row per table) holding the table's word style bits.
+STYLE_PARAM = 5
 
 
 @helper
@@ -192,6 +195,8 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
     firsts,
     seg,
     code,
+    given_bounds,
+    given_spans,
 ):
     """Every statistic of `SIGNALS` per document into `out` (rows). `params` per table: Han
     words, C4 words per line, C4 longest word, FineWeb short line, CJK punctuation, number of
@@ -199,8 +204,9 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
     spans written to `cuts` (rows of document, cut start, cut end, run start, run end); returns
     how many. `seg`: the Chinese segmenter's tables and scratch
     (`dataclean.quality.tokenizer.segmenter_scratch`).
-    `code`: scratch for which characters are code (`code_aware` tables). The rest is scratch the
-    caller sizes."""
+    `code`: scratch for which characters are code (`code_aware` tables). `given_bounds[doc]`:
+    the rows of `given_spans` that are the document's words, cut outside (SudachiPy's, `SUDACHI`
+    tables), or (-1, -1) to cut them here. The rest is scratch the caller sizes."""
     # np.int64(0), not 0: numba compiles a helper again for every literal it is called with
     zero = np.int64(0)
     epoch = 0
@@ -232,7 +238,12 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
             continue
         han_words, min_words, max_word, short, cjk, style, code_aware, alpha_words, n_stops = params[table]
         mode = style | (1 if han_words else 0)  # the tokenizer's word style bits
-        words = tokenize(cps, zero, length, flags, tables, mode, tokens, stack, seg)
+        given = given_bounds[doc, 0] >= 0
+        if given:
+            words = given_bounds[doc, 1] - given_bounds[doc, 0]
+            tokens[:words] = given_spans[given_bounds[doc, 0] : given_bounds[doc, 1]]
+        else:
+            words = tokenize(cps, zero, length, flags, tables, mode, tokens, stack, seg)
         # A table twice the size of what goes in, small for small documents (it stays in cache).
         mask = 15
         while mask < 2 * max(words, breaks + 1):
@@ -252,11 +263,13 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         row[3], row[4] = dup / count, chars / length
         row[29] = words
         _word_hashes(cps, tokens, words, wh, wp, wl)
+        # datatrove's `" ".join` n-grams: Han characters as words are counted without the spaces
+        # (written without them), SudachiPy's words with them, as datatrove counts its words
+        joined = han_words == 0 or given
         for n in range(2, 5):
             epoch += 1
             row[3 + n] = (
-                _top_ngram(wh, wp, wl, words, n, keys, stamps, counts, firsts, epoch, mask, han_words == 0)
-                / length
+                _top_ngram(wh, wp, wl, words, n, keys, stamps, counts, firsts, epoch, mask, joined) / length
             )
         for n in range(5, 11):
             epoch += 1
@@ -368,6 +381,25 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
     return n_cuts
 
 
+def sudachi_rows(row_table: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """The rows whose table counts SudachiPy's words (`SUDACHI`: the Japanese table): a row given
+    a table keeps it in the kernel unless that table has no Han words, and these have them."""
+    given = row_table >= 0
+    styles = params[np.where(given, row_table, 0), STYLE_PARAM]
+    return np.flatnonzero(given & ((styles & SUDACHI) != 0))
+
+
+def _given_words(
+    texts: pa.Array | pa.ChunkedArray, row_table: np.ndarray, params: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """SudachiPy's words of the rows whose table counts them (`dataclean.quality.japanese`), as
+    `_signals_kernel` takes them; none without SudachiPy (those rows' words: one per character)."""
+    rows = sudachi_rows(row_table, params)
+    if len(rows) == 0 or not sudachi_available():
+        return np.full((len(texts), 2), -1, np.int64), np.zeros((0, 2), np.int64)
+    return word_bounds(texts.take(pa.array(rows)).to_pylist(), rows, len(texts))
+
+
 def _has_han(texts: pa.Array | pa.ChunkedArray) -> bool:
     """Whether any text holds a character the Chinese segmenter cuts (its tables load only then)."""
     found = pc.match_substring_regex(texts, "[\u4e00-\u9fd5]")
@@ -401,14 +433,17 @@ def compute_signals(
     pattern_offsets[1:] = np.cumsum([len(pattern) for pattern in PATTERNS])
     # A run spans 32+ characters: at most one per 32 bytes of the batch.
     cuts = np.zeros((int(offsets[-1] - offsets[0]) // 32 + 1, 5), np.int64)
+    row_table = row_table.astype(np.int64)
+    params = params.astype(np.int64)
+    bounds, spans = _given_words(texts, row_table, params)
     found = _signals_kernel(
-        data, offsets, F.char_classes(), tokenizer_tables(), row_table.astype(np.int64), han_table,
-        other_table, params.astype(np.int64), stops.astype(np.uint64), codes, pattern_offsets,
+        data, offsets, F.char_classes(), tokenizer_tables(), row_table, han_table,
+        other_table, params, stops.astype(np.uint64), codes, pattern_offsets,
         first_chars_table(), c4, runs, out, cuts, np.empty(longest, np.uint32),
         np.empty((longest, 2), np.int64), np.empty((longest, 2), np.int64), np.empty(longest, np.uint32),
         np.empty((longest, 2), np.int64), np.empty(longest, np.uint64), np.empty(longest, np.uint64),
         np.empty(longest, np.int64), np.zeros(capacity, np.uint64), np.zeros(capacity, np.int32),
         np.zeros(capacity, np.int32), np.zeros(capacity, np.int32),
-        segmenter_scratch(longest, _has_han(texts)), np.zeros(longest, np.uint8),
+        segmenter_scratch(longest, _has_han(texts)), np.zeros(longest, np.uint8), bounds, spans,
     )  # fmt: skip
     return out, cuts[:found, :3]

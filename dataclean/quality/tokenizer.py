@@ -27,7 +27,8 @@ in a few rules that change word counts; a table's word style bits switch them: e
 brackets and quotes between letters, a period after a digit, and French's own rules (words it
 never cuts such as `grand-père`, its elision prefix, hyphen suffixes and special cases:
 `dataclean.quality.french`) (`STYLES`); Korean's tokens are cut closer to Kiwi's morphemes
-(`dataclean.quality.korean`).
+(`dataclean.quality.korean`). Japanese words are SudachiPy's, cut outside this module
+(`dataclean.quality.japanese`, `SUDACHI`).
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -72,6 +73,8 @@ NO_ENGLISH_SPECIALS = 64  # English's special cases (`dont` -> `do` `nt`, `can't
 SEGMENT = 128  # with HAN_WORDS: runs of Han characters are cut into jieba's words, not characters
 FRENCH = 256  # spaCy French's token_match, elision prefix, hyphen suffixes, special cases (fr)
 KOREAN = 512  # Hangul cut from other characters, before a stop word, long stems in 2 (ko)
+# SudachiPy's words, cut in Python and given to the rules as spans (dataclean.quality.japanese; ja)
+SUDACHI = 1024
 STYLES = {
     "segment": SEGMENT,
     "no_english_specials": NO_ENGLISH_SPECIALS,
@@ -82,6 +85,7 @@ STYLES = {
     "digit_period": DIGIT_PERIOD,
     "french": FRENCH,
     "korean": KOREAN,
+    "sudachi": SUDACHI,
 }
 Tables = tuple[Any, ...]
 

@@ -34,15 +34,19 @@ import pyarrow.compute as pc
 
 from dataclean import columns as C
 from dataclean.errors import ConfigError
+from dataclean.quality.japanese import sudachi_available
 from dataclean.quality.rules import FAMILIES, UNCONFIGURED, QualityTables, build_tables, first_failures
 from dataclean.quality.runs import cut_runs, spans_by_row
 from dataclean.quality.settings import QualityThresholds
-from dataclean.quality.signals import INDEX, SIGNALS, compute_signals
+from dataclean.quality.signals import INDEX, SIGNALS, STYLE_PARAM, compute_signals
+from dataclean.quality.tokenizer import SUDACHI
 from dataclean.stage import Stage, with_column, with_counts, with_drops
 
 Mode = Literal["filter", "annotate"]
 # Statistics kept in `quality_signals` (the table index and the raw counts stay internal).
 _ANNOTATED = tuple(name for name in SIGNALS if name not in ("table", "tokens"))
+# Rows of the Japanese table judged with one word per character: SudachiPy is not installed.
+JAPANESE_CHARACTERS = "japanese_characters_as_words"
 
 
 @dataclass
@@ -97,18 +101,22 @@ class FilterQuality(Stage, QualityThresholds):
 
     def __call__(self, table: pa.Table) -> pa.Table:
         values, cuts = self.signals(table)
-        unconfigured = values[:, INDEX["table"]] == self._tables.unconfigured
+        row_tables = values[:, INDEX["table"]].astype(np.int64)
+        unconfigured = row_tables == self._tables.unconfigured
+        counted = {UNCONFIGURED: unconfigured}
+        if not sudachi_available():
+            counted[JAPANESE_CHARACTERS] = (self._tables.params()[row_tables, STYLE_PARAM] & SUDACHI) != 0
         table = with_column(table, C.QUALITY_UNCONFIGURED, pa.array(unconfigured, pa.bool_()))
         if self.mode == "annotate":
             struct = pa.StructArray.from_arrays(
                 [pa.array(values[:, INDEX[name]], pa.float64()) for name in _ANNOTATED], list(_ANNOTATED)
             )
             table = with_column(table, C.QUALITY_SIGNALS, struct)
-            return with_counts(table, {UNCONFIGURED: unconfigured})
+            return with_counts(table, counted)
         reasons = first_failures(values, self._tables, self.families())
         table, counts = _cut_runs(table, cuts, reasons)
         table = with_column(table, C.QUALITY_RUNS_CUT, pa.array(counts, pa.int32()))
-        table = with_counts(table, {UNCONFIGURED: unconfigured})
+        table = with_counts(table, counted)
         return with_drops(table, pa.array(reasons.tolist(), pa.string()))
 
     def compile_kernels(self) -> None:
