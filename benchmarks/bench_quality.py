@@ -1,7 +1,7 @@
 """Benchmark the quality stage against datatrove's four filters: agreement, Chinese rates, speed.
 
     python benchmarks/bench_quality.py [--data PATH] [--rounds 3] [--repeat 2] [--json PATH]
-        [--docs N] [--sections agreement,chinese,speed,speed_chinese,languages]
+        [--docs N] [--sections agreement,chinese,speed,speed_chinese,languages,speed_japanese]
 
 1. Agreement with datatrove 0.10 (GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter,
    FineWebQualityFilter, defaults, spaCy blank `en`; each filter on the text as given, as the
@@ -29,6 +29,9 @@
    dropped for stop words that FineWeb-2 keeps. Korean's reference (datatrove's Kiwi `sbg`
    model) needs kiwipiepy < 0.22 with its model (`pip install --target DIR kiwipiepy==0.21.0
    kiwipiepy_model==0.21.0`, then `PYTHONPATH=DIR`); without it ko is listed as `no_tokenizer`.
+6. Japanese speed: the default stage on the pages labeled `ja` (10 copies; SudachiPy's words, the
+   `ja` extra), SudachiPy's words alone, and datatrove's filters as FineWeb-2 configures Japanese
+   (spaCy `ja` over SudachiPy), same rounds.
 
 `--docs N` uses the first N Common Crawl pages (a quick check; the figures use all of them),
 `--sections` runs only the sections named (all by default).
@@ -70,7 +73,8 @@ def _reasons(stage: FilterQuality, texts: list[str], lang: str | None = None) ->
     table = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts})
     if lang is not None:
         table = table.append_column(C.LANG, pa.array([lang] * len(texts), pa.string()))
-    return stage(table).column(C.DROP_REASON).to_pylist()
+    reasons: list[str | None] = stage(table).column(C.DROP_REASON).to_pylist()
+    return reasons
 
 
 def agreement(texts: list[str]) -> dict[str, Any]:
@@ -93,7 +97,8 @@ def spacy_words(texts: list[str]) -> float:
     """Share of texts whose words equal spaCy blank `en`'s (datatrove's `split_into_words`)."""
     from datatrove.utils.text import split_into_words
 
-    return sum(words(t) == split_into_words(t) for t in texts) / len(texts)
+    same: int = sum(words(t) == split_into_words(t) for t in texts)
+    return same / len(texts)
 
 
 def chinese_sets(seed: int = 0) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -257,7 +262,50 @@ def chinese_speed(rounds: int) -> dict[str, Any]:
     }
 
 
-SECTIONS = ("agreement", "chinese", "speed", "speed_chinese", "languages")
+def japanese_speed(web: list[str], rounds: int, copies: int = 10) -> dict[str, Any]:
+    """MB/s of the default stage on the pages the language stage labels `ja` (`copies` times; each
+    row's words are SudachiPy's, cut in Python), of SudachiPy's words alone, and of datatrove's
+    filters as FineWeb-2 configures Japanese (spaCy `ja` over SudachiPy), same rounds (section 6)."""
+    from datatrove.data import Document
+
+    from dataclean.quality.japanese import word_spans
+
+    labels = identify_languages(pa.array(web, pa.string()))[0].to_pylist()
+    texts = [text for text, label in zip(web, labels, strict=True) if label == "ja"] * copies
+    size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    batch = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts, C.LANG: ["ja"] * len(texts)})
+    stage = FilterQuality()
+    filters = fineweb2_filters("jpn_Jpan")
+
+    def run_datatrove() -> None:
+        for index, text in enumerate(texts):
+            for step in filters:
+                if step.filter(Document(text=text, id=str(index))) is not True:
+                    break
+
+    stage(batch.slice(0, 5))
+    for step in filters:  # SudachiPy's dictionary loads on the first document
+        step.filter(Document(text=texts[0], id="warm"))
+    seconds = timed_rounds(
+        {
+            "dataclean": lambda: stage(batch),
+            "sudachi_words": lambda: [word_spans(t) for t in texts],
+            "datatrove": run_datatrove,
+        },
+        rounds,
+        0,
+    )
+    return {
+        "documents": len(texts),
+        "megabytes": size,
+        "dataclean_mb_s": spread([size / s for s in seconds["dataclean"]]),
+        "sudachi_words_mb_s": spread([size / s for s in seconds["sudachi_words"]]),
+        "datatrove_mb_s": spread([size / s for s in seconds["datatrove"]]),
+        "ratio_text": describe(round_ratios(seconds["datatrove"], seconds["dataclean"]), 1, "x"),
+    }
+
+
+SECTIONS = ("agreement", "chinese", "speed", "speed_chinese", "languages", "speed_japanese")
 
 
 def english_agreement(web: list[str]) -> dict[str, Any]:
@@ -308,6 +356,8 @@ def main() -> None:
         results["speed_chinese"] = chinese_speed(args.rounds)
     if "languages" in sections:
         results["languages"] = languages(web)
+    if "speed_japanese" in sections:
+        results["speed_japanese"] = japanese_speed(web, args.rounds)
     for name, value in results.items():
         print(
             f"{name}: {value}"
