@@ -11,9 +11,9 @@ and runs no C4 filter: `thresholds.json`'s `fineweb2.pipeline` holds those setti
 The configs of the languages lid.176 labels ship in `dataclean/data/quality/fineweb2/`
 (`configs.json`, values as in the YAML; `lid176.tsv`, each label's config and why; built by
 `scripts/build_fineweb2_tables.py`). `fineweb2_tables()` gives each label's table: the `default`
-table with the pipeline's settings, the config's values, its script's settings (Han and
-Japanese text: one word per Han or kana character, as the `zh` table counts), and the word style
-of the tokenizer FineWeb-2 counts its words with (`dataclean.quality.tokenizer.STYLES`).
+table with the pipeline's settings, the config's values, its script's settings (Han text: jieba's
+words, as the `zh` table counts; Japanese: SudachiPy's, `dataclean.quality.japanese`), and the
+word style of the tokenizer FineWeb-2 counts its words with (`dataclean.quality.tokenizer.STYLES`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ duplicated ones; among n-grams of equal count the first seen is the top one, as
 `Counter.most_common(1)` picks); Gopher quality on words and `text.splitlines()`; C4 in filter
 mode (the document-level outcome of its line loop: `lorem_ipsum` or `curly_bracket` in the
 first line that reaches that test, else the sentences of the lines it keeps, counted as spaCy's
-sentencizer does); FineWeb on `text.split("\\n")`. Words are `dataclean.quality.tokenizer`'s.
+sentencizer does); FineWeb on `text.split("\\n")`. Words are `dataclean.quality.tokenizer`'s,
+or, for a table with the `SUDACHI` style (Japanese), SudachiPy's, cut in Python for those rows
+only (`dataclean.quality.japanese`) and given to the kernel as spans.
 Distinct paragraphs, lines and n-grams are told apart by 64-bit hashes of their code points and
 length (a collision, about one in 10^19 pairs, would count two different ones as a duplicate).
 

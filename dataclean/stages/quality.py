@@ -15,7 +15,9 @@ lid.176 label its FineWeb-2 config, as FineWeb-2's pipeline applies it
 (language-independent rules only, never English stop words), marked in the row's
 `quality_unconfigured` column and counted as `unconfigured` in the stage's stats. Han text gets
 the Han table whatever its label, where each Han character is a word, a closing quote after 。！？
-ends a punctuated line, and C4's words-per-line rule is off.
+ends a punctuated line, and C4's words-per-line rule is off. Japanese rows count SudachiPy's
+words, as FineWeb-2 does (`dataclean.quality.japanese`, the `ja` extra); without SudachiPy one
+word per kana or Han character, counted as `japanese_characters_as_words` in the stage's stats.
 
 Parameters: every threshold (`--set quality.top_2_gram=0.25`, all tables; `thresholds` takes
 `LANG.NAME=VALUE` entries for one table, `none` turning a rule off), one switch per rule family,
