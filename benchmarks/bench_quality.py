@@ -33,6 +33,8 @@
    `ja` extra), SudachiPy's words alone, and datatrove's filters as FineWeb-2 configures Japanese
    (spaCy `ja` over SudachiPy), same rounds.
 
+`--thresholds zh.duplicated_10_n_grams=0.127,...` gives the chinese and languages sections' stage
+those table entries (what another threshold would keep and drop).
 `--docs N` uses the first N Common Crawl pages (a quick check; the figures use all of them),
 `--sections` runs only the sections named (all by default).
 """
@@ -121,10 +123,10 @@ def chinese_sets(seed: int = 0) -> tuple[dict[str, list[str]], dict[str, list[st
     return {"cmrc2018": cmrc, "hongloumeng": novel}, junk
 
 
-def chinese() -> dict[str, Any]:
-    """Share dropped of each Chinese set (section 2)."""
+def chinese(thresholds: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Share dropped of each Chinese set (section 2), the stage given `thresholds` entries."""
     clean, junk = chinese_sets()
-    stage = FilterQuality()
+    stage = FilterQuality(thresholds=thresholds)
     found: dict[str, Any] = {}
     for name, texts in clean.items():
         reasons = _reasons(stage, texts, "zh")
@@ -202,7 +204,7 @@ def speed(texts: list[str], rounds: int) -> dict[str, Any]:
     }
 
 
-def languages(texts: list[str]) -> dict[str, Any]:
+def languages(texts: list[str], thresholds: tuple[str, ...] = ()) -> dict[str, Any]:
     """Per language lid.176 labels on `texts` (not `en`, `und`): keep/drop agreement of the default
     stage with datatrove configured as FineWeb-2 configures that language (section 5), and the
     pages dropped for stop words that FineWeb-2 keeps; languages whose datatrove tokenizer does
@@ -211,7 +213,7 @@ def languages(texts: list[str]) -> dict[str, Any]:
 
     labels = identify_languages(pa.array(texts, pa.string()))[0].to_pylist()
     batch = pa.table({C.ID: [str(i) for i in range(len(texts))], C.TEXT: texts, C.LANG: labels})
-    ours = FilterQuality()(batch).column(C.DROP_REASON).to_pylist()
+    ours = FilterQuality(thresholds=thresholds)(batch).column(C.DROP_REASON).to_pylist()
     by_language: dict[str, list[int]] = collections.defaultdict(list)
     for index, label in enumerate(labels):
         if label not in ("en", "und") and label in label_configs():
@@ -336,7 +338,14 @@ def main() -> None:
     parser.add_argument(
         "--sections", default=",".join(SECTIONS), help="comma-separated, of " + ",".join(SECTIONS)
     )
+    parser.add_argument(
+        "--thresholds",
+        default="",
+        help="LANG.NAME=VALUE entries (comma-separated) for the chinese and languages sections' stage, "
+        "as quality.thresholds takes them (to measure another table, e.g. zh.duplicated_10_n_grams=0.127)",
+    )
     args = parser.parse_args()
+    thresholds = tuple(entry for entry in args.thresholds.split(",") if entry)
     sections = args.sections.split(",")
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
@@ -349,13 +358,13 @@ def main() -> None:
     if "agreement" in sections:
         results.update(english_agreement(web))
     if "chinese" in sections:
-        results["chinese"] = chinese()
+        results["chinese"] = chinese(thresholds)
     if "speed" in sections:
         results["speed"] = speed(web * args.repeat, args.rounds)
     if "speed_chinese" in sections:
         results["speed_chinese"] = chinese_speed(args.rounds)
     if "languages" in sections:
-        results["languages"] = languages(web)
+        results["languages"] = languages(web, thresholds)
     if "speed_japanese" in sections:
         results["speed_japanese"] = japanese_speed(web, args.rounds)
     for name, value in results.items():
