@@ -3,12 +3,18 @@ the whole-component decision (`dataclean.dedup.verify`) and the chunked one
 (`dataclean.dedup.stream`) share, so the two cannot decide differently.
 
 Centers are filed under tokens (prefix shingles with `verify`, else LSH band keys) in an
-open-addressing table whose slots head linked lists of entries (`entry_center`, `entry_next`).
-A member looks up each of its tokens and collects the centers found there once each (`stamp`
-marks those seen for this member), skipping, with exact Jaccard, a center too short or too long
-to reach the threshold (Jaccard <= smaller / larger). Past `max_checks` centers it keeps those
-sharing the most tokens with it, ties to the earliest in keep order. Of those, the most similar
-at or over the threshold wins, ties to the earliest.
+open-addressing table whose slot for a token holds where its block of entries starts in
+`entry_center` and how many it has (`file_center`). A token's entries are contiguous: a block
+of 1, 2, 4, ... entries (int32: a component's centers are numbered below 2**31), moved to a
+block twice as large at the end of `entry_center` when full (fewer than 4 slots an entry, the
+old blocks left unused). A linked list of entries, as before,
+cost a dependent cache miss per entry: on a 1.2M-row component where a member visits about 160
+entries, three quarters of the decision's time. A member looks up each of its tokens and
+collects the centers found there once each (`stamp` marks those seen for this member),
+skipping, with exact Jaccard, a center too short or too long to reach the threshold (Jaccard <=
+smaller / larger). Past `max_checks` centers it keeps those sharing the most tokens with it,
+ties to the earliest in keep order. Of those, the most similar at or over the threshold wins,
+ties to the earliest. No step depends on the order in which entries are visited.
 """
 
 # numba helpers compute on numpy scalars, which mypy sees as Any here.
@@ -45,20 +51,21 @@ def best_center(  # type: ignore[no-untyped-def]
 ):
     """(center, similarity, comparisons) for member `x` (its set at `offsets[x]` in `values`,
     its tokens `tokens[token_start:token_end]`); center -1 when none reaches `threshold`.
-    `token_table`: (keys, filled, head, length); `entries`: (entry_center, entry_next); `marks`:
+    `token_table`: (keys, filled, start, length); `entries`: (entry_center,); `marks`:
     (stamp, shared, found, ranked) scratch arrays of the centers' size, `mark` this member's
     stamp."""
-    token_keys, token_filled, token_head = token_table[0], token_table[1], token_table[2]
-    entry_center, entry_next = entries
+    token_keys, token_filled, token_start_at, token_length = token_table
+    entry_center = entries[0]
     stamp, shared, found, ranked = marks
     size = offsets[x + 1] - offsets[x]
     count = 0
     for k in range(token_start, token_end):
         place = slot(token_keys, token_filled, tokens[k], token_bits)
-        entry = token_head[place] if token_filled[place] else -1
-        while entry >= 0:
+        if not token_filled[place]:
+            continue
+        begin = token_start_at[place]
+        for entry in range(begin, begin + token_length[place]):
             center = entry_center[entry]
-            entry = entry_next[entry]
             if stamp[center] != mark:
                 stamp[center] = mark
                 other = offsets[center + 1] - offsets[center]
@@ -91,3 +98,25 @@ def best_center(  # type: ignore[no-untyped-def]
         ):
             best, best_similarity = center, similarity
     return best, best_similarity, count
+
+
+@helper
+def file_center(token_table, entries, place, center, max_postings, used):  # type: ignore[no-untyped-def]
+    """File `center` under the token in slot `place` (filled) unless its block holds
+    `max_postings`; returns (filed, entries used in `entry_center`). A full block (its length a
+    power of two) moves to a new one twice as large at `used`: the caller leaves room for
+    `max_postings` entries more per token it files."""
+    token_length, token_start_at = token_table[3], token_table[2]
+    entry_center = entries[0]
+    length = token_length[place]
+    if length >= max_postings:
+        return False, used
+    if length & (length - 1) == 0:  # 0, or a full block of 1, 2, 4, ... entries
+        begin = token_start_at[place]
+        for k in range(length):
+            entry_center[used + k] = entry_center[begin + k]
+        token_start_at[place] = used
+        used += max(1, 2 * length)
+    entry_center[token_start_at[place] + length] = center
+    token_length[place] = length + 1
+    return True, used

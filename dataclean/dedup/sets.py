@@ -202,11 +202,29 @@ def members(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
 def positions(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Per key, the index of its value in `values` (both uint64, values distinct), or -1: a hash
     table, one probe per key."""
+    return find_positions(position_table(values), keys)
+
+
+PositionTable = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+
+
+def position_table(values: np.ndarray) -> PositionTable:
+    """A hash table of `values` (uint64, distinct) for `find_positions`, built once for many
+    lookups."""
     bits = table_bits(len(values))
-    found = np.empty(len(keys), dtype=np.int64)
     table = np.empty(1 << bits, np.uint64), np.zeros(1 << bits, np.bool_), np.empty(1 << bits, np.int64)
-    _positions_kernel(values, keys, *table, bits, found)
+    _positions_kernel(np.ascontiguousarray(values, np.uint64), _NO_KEYS, *table, bits, np.empty(0, np.int64))
+    return (*table, bits)
+
+
+def find_positions(table: PositionTable, keys: np.ndarray) -> np.ndarray:
+    """Per key (uint64), the index of its value in the table's values, or -1."""
+    found = np.empty(len(keys), dtype=np.int64)
+    _positions_kernel(_NO_KEYS, np.ascontiguousarray(keys, np.uint64), *table, found)
     return found
+
+
+_NO_KEYS = np.zeros(0, np.uint64)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 
 from dataclean.dedup.alarms import largest_clusters, source_counts
 from dataclean.dedup.candidates import PartitionRows
-from dataclean.dedup.centers import best_center
+from dataclean.dedup.centers import best_center, file_center
 from dataclean.dedup.connect import load_labels
 from dataclean.dedup.partition import (
     SourceFile,
@@ -209,18 +209,18 @@ def _decide_kernel(
     score: np.ndarray,
     text_table: tuple[np.ndarray, np.ndarray, np.ndarray],
     token_table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    entries: tuple[np.ndarray, np.ndarray],
+    entries: tuple[np.ndarray],
     scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     bits: tuple[int, int],
 ) -> int:
     """`decide`'s loop, into kind, target and score; returns the similarities computed. Tables
     and scratch arrays are allocated by `decide` (`dataclean.jit`): exact hashes (per partition:
     they never cross components), tokens (cleared after each component: prefix shingles do cross
-    components), posting entries, and per-row marks for counting shared tokens."""
+    components), posting entries (`centers.file_center`: 4 slots a token of the largest
+    component), and per-row marks for counting shared tokens."""
     max_postings, max_checks = limits[0], limits[1]
     text_keys, text_filled, first_with_text = text_table
-    token_keys, token_filled, token_head, token_length = token_table
-    entry_center, entry_next = entries
+    token_keys, token_filled, token_length = token_table[0], token_table[1], token_table[3]
     stamp, shared, found, ranked, used = scratch
     text_bits, token_bits = bits
     checks = 0
@@ -268,14 +268,10 @@ def _decide_kernel(
                     place = slot(token_keys, token_filled, token_values[k], token_bits)
                     if not token_filled[place]:
                         token_keys[place], token_filled[place] = token_values[k], True
-                        token_head[place], token_length[place] = -1, 0
+                        token_length[place] = 0
                         used[used_count] = place
                         used_count += 1
-                    if token_length[place] < max_postings:
-                        entry_center[entry_count], entry_next[entry_count] = x, token_head[place]
-                        token_head[place] = entry_count
-                        token_length[place] += 1
-                        entry_count += 1
+                    entry_count = file_center(token_table, entries, place, x, max_postings, entry_count)[1]
         for i in range(used_count):
             token_filled[used[i]] = False
     return checks
@@ -425,7 +421,7 @@ def decide(
             np.empty(1 << token_bits, np.int64),
             np.empty(1 << token_bits, np.int64),
         ),
-        (np.empty(max(1, most), np.int64), np.empty(max(1, most), np.int64)),
+        (np.empty(max(1, 4 * most), np.int32),),
         (
             np.full(count, -1, np.int64),
             np.zeros(count, np.int64),
