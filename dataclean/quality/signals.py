@@ -238,12 +238,18 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         row[0] = length
         if length == 0:
             continue
-        han_words, min_words, max_word, short, cjk, style, code_aware, alpha_words, n_stops = params[table]
+        # One element at a time: unpacking the row would compile numba's shape-mismatch error
+        # message (its string formatting: about 3 s of a first run's compile CPU).
+        han_words, min_words, max_word = params[table, 0], params[table, 1], params[table, 2]
+        short, cjk, style, code_aware = params[table, 3], params[table, 4], params[table, 5], params[table, 6]
+        alpha_words, n_stops = params[table, 7], params[table, 8]
         mode = style | (1 if han_words else 0)  # the tokenizer's word style bits
         given = given_bounds[doc, 0] >= 0
         if given:
             words = given_bounds[doc, 1] - given_bounds[doc, 0]
-            tokens[:words] = given_spans[given_bounds[doc, 0] : given_bounds[doc, 1]]
+            for k in range(words):  # a loop, not a slice copy (its shape check: the same error message)
+                tokens[k, 0] = given_spans[given_bounds[doc, 0] + k, 0]
+                tokens[k, 1] = given_spans[given_bounds[doc, 0] + k, 1]
         else:
             words = tokenize(cps, zero, length, flags, tables, mode, tokens, stack, seg)
         # A table twice the size of what goes in, small for small documents (it stays in cache).
