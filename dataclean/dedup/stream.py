@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import numba as nb
 import numpy as np
@@ -207,52 +207,26 @@ def decide_component(
     (exact, near, verify) and `limits` (`MAX_POSTINGS`, `MAX_CHECKS`) as in `verify.decide`;
     `stats` records the most read at once and held (`StreamStats`).
     """
-    do_exact, do_near, verify = flags
+    do_exact, do_near, _ = flags
     kind, target, score = decided
     follows = exact_followers(exact_hash, earlier) if do_exact else np.full(len(members), -1, np.int64)
     checks = 0
     if do_near:
-        counters = _count_shingles(reader, members, lengths, stats, chunk) if verify else None
-        shared = None
-        if verify:
-            # A hash table: a chunk's prefixes are looked up in it (a binary search over the
-            # sorted tokens took a fifth of a 1.2M-row component's time).
-            tokens = _shared_prefixes(reader, members, lengths, threshold, counters, stats, chunk)
-            shared = position_table(tokens)
-        filed = _Filed()
-        for first, last in chunks(lengths, 0, len(members), chunk):
-            rows = members[first:last]
-            sets, set_offsets, tokens, token_offsets = _chunk_tokens(
-                reader, rows, threshold, counters, shared, verify
-            )
-            stats.saw(len(rows), len(sets))
-            filed.reserve(len(rows), len(sets), len(tokens), int(limits[0]))
-            per_row = int(np.diff(token_offsets).max(initial=0))
-            found = max(1, per_row * int(limits[0]))
-            _stream_kernel(
-                rows,
-                np.ascontiguousarray(earlier[first:last]),
-                follows[first:last] >= 0,
-                sets,
-                set_offsets,
-                tokens,
-                token_offsets,
+        with tempfile.TemporaryDirectory(prefix="dataclean-sets-") as folder:
+            checks = _decide_near(
+                reader,
+                members,
+                earlier,
+                follows,
+                lengths,
+                flags,
                 threshold,
-                verify,
                 limits,
-                kind,
-                target,
-                score,
-                (filed.keys, filed.filled, filed.start, filed.length),
-                (filed.entry_center,),
-                (filed.values, filed.offsets, filed.row),
-                (filed.stamp, filed.shared, np.empty(found, np.int64), np.empty(found, np.int64)),
-                filed.state,
-                filed.bits,
+                decided,
+                stats,
+                chunk,
+                folder,
             )
-            stats.filed_bytes = max(stats.filed_bytes, filed.held_bytes())
-        stats.filed_centers = max(stats.filed_centers, int(filed.state[0]))
-        checks = int(filed.state[3])
     followers = np.flatnonzero(follows >= 0)
     if len(followers):
         rows, leaders = members[followers], members[follows[followers]]
@@ -264,16 +238,122 @@ def decide_component(
     return checks
 
 
+def _decide_near(
+    reader: ComponentReader,
+    members: np.ndarray,
+    earlier: np.ndarray,
+    follows: np.ndarray,
+    lengths: np.ndarray,
+    flags: tuple[bool, bool, bool],
+    threshold: float,
+    limits: np.ndarray,
+    decided: tuple[np.ndarray, np.ndarray, np.ndarray],
+    stats: StreamStats,
+    chunk: Chunk,
+    folder: str,
+) -> int:
+    """`decide_component`'s near passes (module docstring), the sorted sets spilled to `folder`
+    by the first; returns the similarities computed."""
+    verify = flags[2]
+    kind, target, score = decided
+    prepared = None
+    if verify:
+        spill = _SetSpill(os.path.join(folder, "sets"))
+        counters = _count_shingles(reader, members, lengths, stats, chunk, spill)
+        # A hash table: a chunk's prefixes are looked up in it (a binary search over the
+        # sorted tokens took a fifth of a 1.2M-row component's time).
+        prepared = (
+            spill,
+            counters,
+            position_table(_shared_prefixes(spill, lengths, threshold, counters, stats)),
+        )
+    filed = _Filed()
+    for index, (first, last) in enumerate(chunks(lengths, 0, len(members), chunk)):
+        rows = members[first:last]
+        if prepared is not None:
+            spill, counters, shared = prepared
+            sets, set_offsets = spill.read(index)
+            tokens, token_offsets = _chunk_tokens(sets, set_offsets, threshold, counters, shared)
+        else:
+            sets, set_offsets = reader.sketches(rows)
+            tokens, token_offsets = reader.keys(rows)
+        stats.saw(len(rows), len(sets))
+        filed.reserve(len(rows), len(sets), len(tokens), int(limits[0]))
+        per_row = int(np.diff(token_offsets).max(initial=0))
+        found = max(1, per_row * int(limits[0]))
+        _stream_kernel(
+            rows,
+            np.ascontiguousarray(earlier[first:last]),
+            follows[first:last] >= 0,
+            sets,
+            set_offsets,
+            tokens,
+            token_offsets,
+            threshold,
+            verify,
+            limits,
+            kind,
+            target,
+            score,
+            (filed.keys, filed.filled, filed.start, filed.length),
+            (filed.entry_center,),
+            (filed.values, filed.offsets, filed.row),
+            (filed.stamp, filed.shared, np.empty(found, np.int64), np.empty(found, np.int64)),
+            filed.state,
+            filed.bits,
+        )
+        stats.filed_bytes = max(stats.filed_bytes, filed.held_bytes())
+    stats.filed_centers = max(stats.filed_centers, int(filed.state[0]))
+    return int(filed.state[3])
+
+
+class _SetSpill:
+    """A component's sorted sets, chunk after chunk, in one file on this machine's local disk
+    (4 bytes a shingle and 8 a row): pass 1 reads and sorts each chunk's sketches and writes
+    them, passes 2 and 3 read them back, where each read and sorted them again (a fifth of a
+    1.2M-row component's time)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pieces: list[tuple[int, int, int]] = []  # per chunk: byte position, values, offsets
+        self._file: BinaryIO | None = open(path, "wb")  # noqa: SIM115 (closed by `read`)
+        self._position = 0
+
+    def add(self, sets: np.ndarray, set_offsets: np.ndarray) -> None:
+        assert self._file is not None, "a spill is written whole before it is read"
+        sets, set_offsets = sets.astype(np.uint32, copy=False), set_offsets.astype(np.int64, copy=False)
+        sets.tofile(self._file)
+        set_offsets.tofile(self._file)
+        self.pieces.append((self._position, len(sets), len(set_offsets)))
+        self._position += sets.nbytes + set_offsets.nbytes
+
+    def read(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Chunk `index`'s (sets, offsets), as `add` got them."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        position, values, offsets = self.pieces[index]
+        sets = np.fromfile(self.path, np.uint32, values, offset=position)
+        return sets, np.fromfile(self.path, np.int64, offsets, offset=position + 4 * values)
+
+
 def _count_shingles(
-    reader: ComponentReader, members: np.ndarray, lengths: np.ndarray, stats: StreamStats, chunk: Chunk
+    reader: ComponentReader,
+    members: np.ndarray,
+    lengths: np.ndarray,
+    stats: StreamStats,
+    chunk: Chunk,
+    spill: _SetSpill,
 ) -> tuple[np.ndarray, int]:
-    """Pass 1: the component's shingle frequencies (`dataclean.dedup.sets` counters)."""
+    """Pass 1: the component's shingle frequencies (`dataclean.dedup.sets` counters), and its
+    sorted sets into `spill`."""
     bits = COUNTER_BITS
     counters = np.zeros(1 << bits, dtype=np.uint8)
     for first, last in chunks(lengths, 0, len(members), chunk):
         sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
         stats.saw(last - first, len(sets))
         count_kernel(sets, set_offsets, counters, bits)
+        spill.add(sets, set_offsets)
     return counters, bits
 
 
@@ -292,28 +372,25 @@ def _prefixes(
 
 
 def _shared_prefixes(
-    reader: ComponentReader,
-    members: np.ndarray,
+    spill: _SetSpill,
     lengths: np.ndarray,
     threshold: float,
-    counters: tuple[np.ndarray, int] | None,
+    counters: tuple[np.ndarray, int],
     stats: StreamStats,
-    chunk: Chunk,
 ) -> np.ndarray:
     """Pass 2: the prefix tokens two prefixes or more of the component hold, sorted, exactly as
     `sets.prefix_tokens` keeps them. Held in memory when they are at most `SHARED_TOKENS` (an
     upper bound from the raw lengths); else spilled to this machine's temporary folder by hash,
     in as many parts as keep each part under that, then each part read back, sorted and its
     repeated tokens kept: one pass over the component either way, and a part in memory."""
-    assert counters is not None
     parts = max(1, -(-int(prefix_lengths(lengths, threshold).sum()) // SHARED_TOKENS))
     with tempfile.TemporaryDirectory(prefix="dataclean-prefixes-") as folder, ExitStack() as stack:
         paths = [os.path.join(folder, f"{part:05d}") for part in range(parts)]
         spills = [stack.enter_context(open(path, "wb")) for path in paths] if parts > 1 else []
         held = []
-        for first, last in chunks(lengths, 0, len(members), chunk):
-            sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
-            stats.saw(last - first, len(sets))
+        for index in range(len(spill.pieces)):
+            sets, set_offsets = spill.read(index)
+            stats.saw(len(set_offsets) - 1, len(sets))
             prefixes, _ = _prefixes(sets, set_offsets, threshold, counters)
             if parts == 1:
                 held.append(prefixes)
@@ -326,32 +403,24 @@ def _shared_prefixes(
                 ordered[ends[part] - sizes[part] : ends[part]].tofile(spills[part])
         if parts == 1:
             return repeated(np.sort(np.concatenate(held))) if held else np.zeros(0, np.uint64)
-        for spill in spills:
-            spill.close()
+        for part_file in spills:
+            part_file.close()
         shared = [repeated(np.sort(np.fromfile(path, dtype=np.uint64))) for path in paths]
     return np.sort(np.concatenate(shared))
 
 
 def _chunk_tokens(
-    reader: ComponentReader,
-    rows: np.ndarray,
+    sets: np.ndarray,
+    set_offsets: np.ndarray,
     threshold: float,
-    counters: tuple[np.ndarray, int] | None,
-    shared: PositionTable | None,
-    verify: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A chunk's sets (sorted when `verify`) and lookup tokens: shared prefix shingles, else
-    LSH keys."""
-    sketch, sketch_offsets = reader.sketches(rows)
-    if not verify:
-        keys, key_offsets = reader.keys(rows)
-        return sketch, sketch_offsets, keys, key_offsets
-    assert counters is not None and shared is not None
-    sets, set_offsets = sorted_sets(sketch, sketch_offsets)
+    counters: tuple[np.ndarray, int],
+    shared: PositionTable,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk's lookup tokens: its prefix shingles that are `shared`, (values, offsets)."""
     prefixes, offsets = _prefixes(sets, set_offsets, threshold, counters)
     keep = find_positions(shared, prefixes) >= 0
     kept_offsets = np.concatenate([[0], np.cumsum(keep)])[offsets].astype(np.int64)
-    return sets, set_offsets, prefixes[keep], kept_offsets
+    return prefixes[keep], kept_offsets
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
