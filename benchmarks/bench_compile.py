@@ -2,8 +2,9 @@
 
     python benchmarks/bench_compile.py [--top 25]
 
-Runs each default stage's `compile_kernels` in this process with `NUMBA_CACHE_DIR` an empty
-temporary folder (every kernel compiles, as on a first run after install) and listens to numba's
+Runs each default stage's `compile_kernels` (a rehearsal for a stage with `rehearse`, dedup's, as
+a run compiles it: `dataclean.run.kernels.compile_stage`) in this process with `NUMBA_CACHE_DIR` an
+empty temporary folder (every kernel compiles, as on a first run after install) and listens to numba's
 `numba:compile` events. Per kernel it prints the CPU time of its compile with the compiles it
 triggers (inclusive, for kernels a stage calls directly) and without them (own: the callees and
 numba's library implementations, such as `np.empty` or an error message's string formatting, are
@@ -56,12 +57,13 @@ def main() -> None:
     args = parser.parse_args()
     times = CompileTimes()
     event.register("numba:compile", times)
+    from dataclean.run.kernels import compile_stage
     from pipelines.default import build
 
     total = 0.0
     for stage in build():
         start = time.thread_time()
-        stage.compile_kernels()
+        compile_stage(stage)
         spent = time.thread_time() - start
         total += spent
         if spent > 0.01:
