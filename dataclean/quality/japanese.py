@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 # datatrove cuts a Japanese text into pieces of at most this many UTF-8 bytes before SudachiPy
-# (which refuses inputs of 49,149 bytes and more); the pieces are tokenized apart.
+# (which refuses inputs over 49,149 bytes); the pieces are tokenized apart.
 CHUNK_BYTES = 40_000
 _local = threading.local()  # a SudachiPy tokenizer is not safe to share between threads
 
