@@ -14,7 +14,8 @@ collects the centers found there once each (`stamp` marks those seen for this me
 skipping, with exact Jaccard, a center too short or too long to reach the threshold (Jaccard <=
 smaller / larger). Past `max_checks` centers it keeps those sharing the most tokens with it,
 ties to the earliest in keep order. Of those, the most similar at or over the threshold wins,
-ties to the earliest. No step depends on the order in which entries are visited.
+ties to the earliest (a comparison stops once that center can no longer win:
+`sets.jaccard_at_least`). No step depends on the order in which entries are visited.
 """
 
 # numba helpers compute on numpy scalars, which mypy sees as Any here.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataclean.dedup.sets import agreement, heap_sort, jaccard_helper, slot
+from dataclean.dedup.sets import agreement, heap_sort, jaccard_at_least, slot
 from dataclean.jit import helper
 
 # A ranking key: shared-token count (complemented, so more sorts first) above, center below.
@@ -90,7 +91,7 @@ def best_center(  # type: ignore[no-untyped-def]
     for j in range(count):
         center = found[j]
         if exact_jaccard:
-            similarity = jaccard_helper(values, offsets, x, center)
+            similarity = jaccard_at_least(values, offsets, x, center, max(threshold, best_similarity))
         else:
             similarity = agreement(values, offsets, x, center)
         if similarity >= threshold and (

@@ -110,9 +110,35 @@ def _jaccard_of(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> floa
     return common / (size - common)
 
 
-# Compiled twice (`dataclean.jit`): for Python callers (tests, benchmarks) and for the kernels.
+# For Python callers (tests, benchmarks); the kernels compare with `jaccard_at_least`.
 jaccard = nb.njit(cache=True, nogil=True)(_jaccard_of)
-jaccard_helper = helper(_jaccard_of)
+
+
+@helper
+def jaccard_at_least(values: np.ndarray, offsets: np.ndarray, a: int, b: int, floor: float) -> float:
+    """`jaccard` of rows a and b, or -1.0 as soon as it cannot reach `floor`: the common shingles
+    found plus the fewer left on either side bound it (c / (|a| + |b| - c) grows with c, and so
+    does its floating-point value), so a center that cannot win stops being merged early."""
+    i, i_end = offsets[a], offsets[a + 1]
+    j, j_end = offsets[b], offsets[b + 1]
+    size = (i_end - i) + (j_end - j)
+    if size == 0:
+        return 0.0
+    common = 0
+    while i < i_end and j < j_end:
+        if values[i] == values[j]:
+            common += 1
+            i += 1
+            j += 1
+            continue
+        if values[i] < values[j]:
+            i += 1
+        else:
+            j += 1
+        most = common + min(i_end - i, j_end - j)
+        if most / (size - most) < floor:
+            return -1.0
+    return common / (size - common)
 
 
 @helper
