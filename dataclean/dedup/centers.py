@@ -10,7 +10,8 @@ block twice as large at the end of `entry_center` when full (fewer than 4 slots 
 old blocks left unused). A linked list of entries, as before,
 cost a dependent cache miss per entry: on a 1.2M-row component where a member visits about 160
 entries, three quarters of the decision's time. A member looks up each of its tokens and
-collects the centers found there once each (`stamp` marks those seen for this member),
+collects the centers found there once each (`seen[c, 0]` marks those seen for this member,
+`seen[c, 1]` counts the tokens it shares with them: one cache line a center),
 skipping, with exact Jaccard, a center too short or too long to reach the threshold (Jaccard <=
 smaller / larger). Past `max_checks` centers it keeps those sharing the most tokens with it,
 ties to the earliest in keep order. Of those, the most similar at or over the threshold wins,
@@ -53,11 +54,11 @@ def best_center(  # type: ignore[no-untyped-def]
     """(center, similarity, comparisons) for member `x` (its set at `offsets[x]` in `values`,
     its tokens `tokens[token_start:token_end]`); center -1 when none reaches `threshold`.
     `token_table`: (keys, filled, start, length); `entries`: (entry_center,); `marks`:
-    (stamp, shared, found, ranked) scratch arrays of the centers' size, `mark` this member's
-    stamp."""
+    (seen, found, ranked) scratch arrays of the centers' size (`seen`: two columns, the mark and
+    the count), `mark` this member's mark."""
     token_keys, token_filled, token_start_at, token_length = token_table
     entry_center = entries[0]
-    stamp, shared, found, ranked = marks
+    seen, found, ranked = marks
     size = offsets[x + 1] - offsets[x]
     count = 0
     for k in range(token_start, token_end):
@@ -67,20 +68,20 @@ def best_center(  # type: ignore[no-untyped-def]
         begin = token_start_at[place]
         for entry in range(begin, begin + token_length[place]):
             center = entry_center[entry]
-            if stamp[center] != mark:
-                stamp[center] = mark
+            if seen[center, 0] != mark:
+                seen[center, 0] = mark
                 other = offsets[center + 1] - offsets[center]
                 if exact_jaccard and min(size, other) < threshold * max(size, other) - 1e-9:
-                    shared[center] = -1
+                    seen[center, 1] = -1
                     continue
-                shared[center] = 0
+                seen[center, 1] = 0
                 found[count] = center
                 count += 1
-            if shared[center] >= 0:
-                shared[center] += 1
+            if seen[center, 1] >= 0:
+                seen[center, 1] += 1
     if count > max_checks:
         for j in range(count):
-            most_shared = min(shared[found[j]], _MOST_SHARED)
+            most_shared = min(seen[found[j], 1], _MOST_SHARED)
             ranked[j] = ((np.int64(_MOST_SHARED + 1) - most_shared) << _CENTER_BITS) | found[j]
         heap_sort(ranked, count)
         for j in range(max_checks):

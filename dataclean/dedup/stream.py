@@ -131,8 +131,7 @@ class _Filed:
     values: np.ndarray = field(default_factory=lambda: np.empty(16, np.uint32))
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
     row: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
-    stamp: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
-    shared: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    seen: np.ndarray = field(default_factory=lambda: np.empty((16, 2), np.int64))
     # centers filed, entry slots used, distinct tokens, similarities computed, members looked
     # up, entries filed
     state: np.ndarray = field(default_factory=lambda: np.zeros(6, np.int64))
@@ -145,7 +144,7 @@ class _Filed:
         slots = min(used + max_postings * tokens, 4 * (int(self.state[5]) + tokens))
         self.entry_center = _grown(self.entry_center, slots)
         self.values = _grown(self.values, int(self.offsets[centers]) + values)
-        for name in ("offsets", "row", "stamp", "shared"):
+        for name in ("offsets", "row", "seen"):
             setattr(self, name, _grown(getattr(self, name), centers + rows + 1))
         bits = table_bits(distinct + tokens)
         if bits > self.bits:
@@ -159,15 +158,15 @@ class _Filed:
     def held_bytes(self) -> int:
         """Bytes of the arrays held between chunks."""
         arrays = (self.keys, self.filled, self.start, self.length, self.entry_center)
-        more = (self.values, self.offsets, self.row, self.stamp, self.shared)
+        more = (self.values, self.offsets, self.row, self.seen)
         return sum(array.nbytes for array in (*arrays, *more))
 
 
 def _grown(array: np.ndarray, size: int) -> np.ndarray:
-    """`array`, or a copy at least twice as long when it is shorter than `size`."""
+    """`array`, or a copy at least twice as long (rows) when it is shorter than `size`."""
     if len(array) >= size:
         return array
-    bigger = np.empty(max(size, 2 * len(array)), dtype=array.dtype)
+    bigger = np.empty((max(size, 2 * len(array)), *array.shape[1:]), dtype=array.dtype)
     bigger[: len(array)] = array
     return bigger
 
@@ -298,7 +297,7 @@ def _decide_near(
             (filed.keys, filed.filled, filed.start, filed.length),
             (filed.entry_center,),
             (filed.values, filed.offsets, filed.row),
-            (filed.stamp, filed.shared, np.empty(found, np.int64), np.empty(found, np.int64)),
+            (filed.seen, np.empty(found, np.int64), np.empty(found, np.int64)),
             filed.state,
             filed.bits,
         )
@@ -465,7 +464,7 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
     max_postings, max_checks = limits[0], limits[1]
     token_keys, token_filled, token_length = table[0], table[1], table[3]
     values, offsets, center_row = centers
-    stamp = marks[0]  # the rest of marks is best_center's scratch
+    seen = marks[0]  # the rest of marks is best_center's scratch
     for i in range(len(rows)):
         if follower[i]:
             continue
@@ -474,7 +473,7 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
         size = set_offsets[i + 1] - set_offsets[i]
         values[start : start + size] = sets[set_offsets[i] : set_offsets[i + 1]]
         offsets[x + 1] = start + size
-        stamp[x] = -1
+        seen[x, 0] = -1
         member = state[4]
         state[4] += 1
         if not earlier[i]:

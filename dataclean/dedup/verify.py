@@ -210,7 +210,7 @@ def _decide_kernel(
     text_table: tuple[np.ndarray, np.ndarray, np.ndarray],
     token_table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     entries: tuple[np.ndarray],
-    scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     bits: tuple[int, int],
 ) -> int:
     """`decide`'s loop, into kind, target and score; returns the similarities computed. Tables
@@ -221,7 +221,7 @@ def _decide_kernel(
     max_postings, max_checks = limits[0], limits[1]
     text_keys, text_filled, first_with_text = text_table
     token_keys, token_filled, token_length = token_table[0], token_table[1], token_table[3]
-    stamp, shared, found, ranked, used = scratch
+    seen, found, ranked, used = scratch
     text_bits, token_bits = bits
     checks = 0
     for component in range(len(bounds) - 1):
@@ -247,7 +247,7 @@ def _decide_kernel(
                     token_offsets[x + 1],
                     token_table,
                     entries,
-                    (stamp, shared, found, ranked),
+                    (seen, found, ranked),
                     x,
                     sketch,
                     sketch_offsets,
@@ -423,8 +423,7 @@ def decide(
         ),
         (np.empty(max(1, 4 * most), np.int32),),
         (
-            np.full(count, -1, np.int64),
-            np.zeros(count, np.int64),
+            np.full((count, 2), -1, np.int64),
             np.empty(found, np.int64),
             np.empty(found, np.int64),
             np.empty(max(1, most), np.int64),
