@@ -9,7 +9,8 @@ values each), never whole:
    has follows that first member (`exact_followers`, from the small columns), and is resolved
    after the near pass exactly as `verify.decide` resolves it as it goes.
 2. With `verify`, one pass counts every shingle's frequency in the component into the fixed
-   counters of `dataclean.dedup.sets` (as `decide` counts them); a second finds the prefix
+   counters of `dataclean.dedup.sets` (as `decide` counts them) and writes each chunk's sorted
+   sets to local disk (`_SetSpill`), which the next two read back; a second finds the prefix
    tokens two prefixes or more hold, as `prefix_tokens` does (a token only one prefix holds
    can never bring two rows together): in memory up to
    `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on local disk and
