@@ -7,16 +7,16 @@ open-addressing table whose slot for a token holds where its block of entries st
 `entry_center` and how many it has (`file_center`). A token's entries are contiguous: a block
 of 1, 2, 4, ... entries (int32: a component's centers are numbered below 2**31), moved to a
 block twice as large at the end of `entry_center` when full (fewer than 4 slots an entry, the
-old blocks left unused). A linked list of entries, as before,
-cost a dependent cache miss per entry: on a 1.2M-row component where a member visits about 160
-entries, three quarters of the decision's time. A member looks up each of its tokens and
-collects the centers found there once each (`seen[c, 0]` marks those seen for this member,
-`seen[c, 1]` counts the tokens it shares with them: one cache line a center),
-skipping, with exact Jaccard, a center too short or too long to reach the threshold (Jaccard <=
-smaller / larger). Past `max_checks` centers it keeps those sharing the most tokens with it,
-ties to the earliest in keep order. Of those, the most similar at or over the threshold wins,
-ties to the earliest (a comparison stops once that center can no longer win:
-`sets.jaccard_at_least`). No step depends on the order in which entries are visited.
+old blocks left unused). A linked list of entries, as before, cost a dependent cache miss per
+entry: on a 1.2M-row component where a member visits about 160 entries, most of the decision's
+time. A member looks up each of its tokens and collects the centers found there once each
+(`seen[c, 0]` marks those seen for this member, `seen[c, 1]` counts the tokens it shares with
+them: one cache line a center), skipping, with exact Jaccard, a center too short or too long
+to reach the threshold (Jaccard <= smaller / larger). Past `max_checks` centers it keeps
+those sharing the most tokens with it, ties to the earliest in keep order. Of those, the most
+similar at or over the threshold wins, ties to the earliest (a comparison stops once that
+center can no longer win: `sets.jaccard_at_least`). No step depends on the order in which
+entries are visited.
 """
 
 # numba helpers compute on numpy scalars, which mypy sees as Any here.
@@ -106,8 +106,9 @@ def best_center(  # type: ignore[no-untyped-def]
 def file_center(token_table, entries, place, center, max_postings, used):  # type: ignore[no-untyped-def]
     """File `center` under the token in slot `place` (filled) unless its block holds
     `max_postings`; returns (filed, entries used in `entry_center`). A full block (its length a
-    power of two) moves to a new one twice as large at `used`: the caller leaves room for
-    `max_postings` entries more per token it files."""
+    power of two) moves to a new one twice as large at `used`: the caller leaves room for the
+    largest block (the power of two at or over `max_postings`) per token it files, or for 4
+    slots per entry of the table."""
     token_length, token_start_at = token_table[3], token_table[2]
     entry_center = entries[0]
     length = token_length[place]

@@ -140,9 +140,11 @@ class _Filed:
     def reserve(self, rows: int, values: int, tokens: int, max_postings: int) -> None:
         """Room for a chunk of `rows` members, `values` sketch values and `tokens` tokens."""
         centers, used, distinct = (int(v) for v in self.state[:3])
-        # A filing moves a block to one of at most `max_postings` slots, and a token's blocks
-        # take fewer than 4 slots per entry (`centers.file_center`): both bound the slots used.
-        slots = min(used + max_postings * tokens, 4 * (int(self.state[5]) + tokens))
+        # A filing moves a block to one of at most the power of two at or over `max_postings`
+        # slots, and a token's blocks take fewer than 4 slots per entry (`centers.file_center`):
+        # both bound the slots used.
+        largest = 1 << max(0, (max_postings - 1).bit_length())
+        slots = min(used + largest * tokens, 4 * (int(self.state[5]) + tokens))
         self.entry_center = _grown(self.entry_center, slots)
         self.values = _grown(self.values, int(self.offsets[centers]) + values)
         for name in ("offsets", "row", "seen"):
