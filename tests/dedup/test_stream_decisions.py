@@ -49,7 +49,11 @@ def _with_exact_copies(table: pa.Table, count: int) -> pa.Table:
 
 
 def _chunked(
-    summary: pa.Table, earlier: np.ndarray, flags: tuple[bool, bool, bool], chunk: Chunk
+    summary: pa.Table,
+    earlier: np.ndarray,
+    flags: tuple[bool, bool, bool],
+    chunk: Chunk,
+    limits: tuple[int, int] = (MAX_POSTINGS, MAX_CHECKS),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, StreamStats]:
     count = summary.num_rows
     kind, target, score = np.zeros(count, np.int8), np.arange(count), np.full(count, np.nan)
@@ -62,7 +66,7 @@ def _chunked(
         pc.list_value_length(summary.column("sketch")).to_numpy().astype(np.int64),
         flags,
         THRESHOLD,
-        np.array([MAX_POSTINGS, MAX_CHECKS], np.int64),
+        np.array(limits, np.int64),
         (kind, target, score),
         stats,
         chunk,
@@ -108,6 +112,37 @@ def test_a_component_in_chunks_decides_as_whole(
         assert np.array_equal(kind, whole[0]) and np.array_equal(target, whole[1])
         assert np.array_equal(score, whole[2], equal_nan=True) and checks == whole[3]
         assert stats.chunk_rows <= chunk.rows
+
+
+def test_caps_that_are_not_a_power_of_two_decide_as_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A token's entries grow in blocks of 1, 2, 4, 8 (`centers.file_center`): with at most 5 a
+    # token, its last block is only partly used, and the caps bind on almost every page.
+    monkeypatch.setattr("dataclean.dedup.verify.MAX_POSTINGS", 5)
+    monkeypatch.setattr("dataclean.dedup.verify.MAX_CHECKS", 3)
+    table = template_corpus(pages=300, template_words=200, own_words=60, copies=30)
+    summary = DropDuplicates(threshold=THRESHOLD).observe(table).sort_by("id")
+    count = summary.num_rows
+    earlier = np.zeros(count, np.bool_)
+    keys, key_offsets = flat_lists(summary.column("keys"))
+    sketch, sketch_offsets = flat_lists(summary.column("sketch"))
+    exact_hash = pc.fill_null(summary.column("exact"), 0).to_numpy()
+    whole = decide(
+        np.zeros(count, np.int64),
+        earlier,
+        exact_hash,
+        keys.astype(np.uint64),
+        key_offsets,
+        sketch.astype(np.uint32),
+        sketch_offsets,
+        THRESHOLD,
+        True,
+        True,
+        True,
+    )
+    for chunk in (Chunk(rows=7), Chunk()):
+        kind, target, score, checks, _ = _chunked(summary, earlier, (True, True, True), chunk, (5, 3))
+        assert np.array_equal(kind, whole[0]) and np.array_equal(target, whole[1])
+        assert np.array_equal(score, whole[2], equal_nan=True) and checks == whole[3]
 
 
 def _letters(number: int) -> str:
