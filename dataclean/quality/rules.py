@@ -136,7 +136,9 @@ class QualityTables:
 
     @cached_property
     def _params(self) -> np.ndarray:
-        rows = [[int(v[name]) for name in KERNEL_PARAMS] + [len(v["stop_words"])] for v in self.values]
+        rows = [
+            [_kernel_value(v[name]) for name in KERNEL_PARAMS] + [len(v["stop_words"])] for v in self.values
+        ]
         return np.array(rows, np.int64)
 
     @cached_property
@@ -205,6 +207,12 @@ def build_tables(overrides: dict[str, Any], per_language: Sequence[str]) -> Qual
     han = names.index(shipped["scripts"]["Han"])
     by_language = {name: i for i, name in enumerate(names) if i}
     return QualityTables(names, values, han, by_language, names.index(UNCONFIGURED))
+
+
+def _kernel_value(value: Any) -> int:
+    """A kernel parameter as the compiled pass reads it: `code_aware` "fenced" is 2 (only ```
+    fences are code), true 1 (fences and indented blocks); the rest are numbers or booleans."""
+    return 2 if value == "fenced" else int(value)
 
 
 def _entries(section: dict[str, Any]) -> dict[str, Any]:

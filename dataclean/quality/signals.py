@@ -46,7 +46,8 @@ from dataclean.quality.lines import (
     seen,
 )
 from dataclean.quality.runs import MIN_REPEATS, char_runs, word_runs
-from dataclean.quality.tokenizer import SUDACHI, _fnv, segmenter_scratch, tokenize, tokenizer_tables
+from dataclean.quality.segmenter import segmentable
+from dataclean.quality.tokenizer import SEGMENT, SUDACHI, _fnv, segmenter_scratch, tokenize, tokenizer_tables
 from dataclean.text.utf8 import decode_code_point, utf8_buffers
 
 # The statistics, one column each of the kernel's output (`SIGNALS` names them).
@@ -165,6 +166,23 @@ def _inside_run(cuts, first, last, s, e):  # type: ignore[no-untyped-def]
     return False
 
 
+@helper
+def _url_hashes(cps, a, b):  # type: ignore[no-untyped-def]
+    """The `#` of word `cps[a:b]` if it is a link (holds `://`), else 0."""
+    link = False
+    for m in range(a, b - 2):
+        if cps[m] == 58 and cps[m + 1] == 47 and cps[m + 2] == 47:
+            link = True
+            break
+    if not link:
+        return 0
+    found = 0
+    for m in range(a, b):
+        if cps[m] == 35:
+            found += 1
+    return found
+
+
 @numba.njit(cache=True, nogil=True)
 def _signals_kernel(  # type: ignore[no-untyped-def]
     data,
@@ -230,7 +248,8 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         table = row_table[doc]
         # Han text always gets Han rules: a label (lid.176 calls some repetitive Han text `en`)
         # never hands it to a table that cannot cut it into words.
-        is_han = han_table >= 0 and 2 * han > alpha
+        han_majority = 2 * han > alpha
+        is_han = han_table >= 0 and han_majority
         if table < 0 or (is_han and params[table, 0] == 0):
             table = han_table if is_han else other_table
         row = out[doc]
@@ -244,6 +263,10 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         short, cjk, style, code_aware = params[table, 3], params[table, 4], params[table, 5], params[table, 6]
         alpha_words, n_stops = params[table, 7], params[table, 8]
         mode = style | (1 if han_words else 0)  # the tokenizer's word style bits
+        if han_majority and han_words == 0 and mode & SEGMENT:
+            # English's jieba words for Han runs are for English quoting Chinese: a Chinese page
+            # held to English's table (`quality.language=en`) keeps datatrove's English words
+            mode -= SEGMENT
         given = given_bounds[doc, 0] >= 0
         if given:
             words = given_bounds[doc, 1] - given_bounds[doc, 0]
@@ -284,13 +307,19 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
             row[3 + n] = _duplicated_ngrams(wh, wp, wl, words, n, keys, stamps, epoch, mask) / length
         # Gopher quality
         if code_aware:
-            code_mask(cps, length, code)
-        symbols = letters = alphas = found = code_symbols = 0
+            code_mask(cps, length, code, code_aware == 1)
+        # English's table with jieba's words (`SEGMENT` without Han words): a Chinese word quoted
+        # in English is a word, but its length is no English word's (English's 3-10 characters
+        # would call an English page quoting a paragraph of 红楼梦 one of too short words)
+        quoting = han_words == 0 and (mode & SEGMENT) != 0
+        symbols = letters = alphas = found = code_symbols = url_hashes = quoted = 0
         for k in range(words):
             a, b = tokens[k, 0], tokens[k, 1]
             if code_aware and code[a]:
                 code_symbols += 1  # a code token is content (no short doc), not prose to judge
                 continue
+            if code_aware:
+                url_hashes += _url_hashes(cps, a, b)  # a link's `#fragment` is no symbol-heavy prose
             symbol = True
             has_alpha = False
             for m in range(a, b):
@@ -301,7 +330,10 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
                     has_alpha = True
             if not symbol:
                 symbols += 1
-                letters += b - a
+                if quoting and segmentable(cps[a]):
+                    quoted += 1
+                else:
+                    letters += b - a
             if has_alpha:
                 alphas += 1
             if b - a <= STOP_WORD_MAX_LENGTH and n_stops:
@@ -325,10 +357,10 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
                 ellipses += 1
                 run = 0
         row[14] = symbols + code_symbols
-        row[15] = letters / symbols if symbols else np.nan
-        row[16] = hashes / words if words else 0.0
+        row[15] = letters / (symbols - quoted) if symbols > quoted else np.nan
+        row[16] = (hashes - url_hashes) / words if words else 0.0
         row[17] = ellipses / words if words else 0.0
-        lines, bullets, end_ellipses = gopher_lines(cps, length, flags)
+        lines, bullets, end_ellipses = gopher_lines(cps, length, flags, code, code_aware)
         # a single line is never a bullet list (`-{T|Gtk#}-Gtk#...` once began a one-line article)
         # nor a list of cut lines: Gopher's rules judge lists, not a paragraph ending in "……"
         row[18] = bullets / lines if lines > 1 else 0.0
@@ -337,7 +369,10 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
         if alpha_words:
             row[20] = alphas / symbols if symbols else 0.0
         else:
-            row[20] = alphas / words if words else 0.0
+            # datatrove's share over every token, code tokens left out of both sides (not only
+            # of the letters: a code block would make prose "symbol-heavy")
+            prose_tokens = words - code_symbols
+            row[20] = alphas / prose_tokens if prose_tokens else 0.0
         stop_count = 0
         while found:
             stop_count += found & 1

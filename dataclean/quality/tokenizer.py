@@ -20,6 +20,8 @@ The agreement with spaCy on real pages is measured by `benchmarks/bench_quality.
 
 In the Chinese rules (`han=True`) every Han or kana character is a chunk of its own, so it is
 one word; runs of other characters (Latin words, digits, punctuation) are tokenized as above.
+With `SEGMENT` runs of Han characters are jieba's words instead (`dataclean.quality.segmenter`),
+in the Chinese rules and in English's (English quoting Chinese; kana stays in its chunk there).
 
 Other languages' spaCy tokenizers (datatrove's for FineWeb-2's languages) differ from English's
 in a few rules that change word counts; a table's word style bits switch them: elision (`l'uomo`
@@ -70,7 +72,9 @@ NO_HYPHEN = 8  # a hyphen between letters never splits (es, de, pt, nl, sv, nb, 
 BRACKETS = 16  # brackets, quotes and `,!?` between letters split (de, nl, sv, nb, hu, pl)
 DIGIT_PERIOD = 32  # a period after a digit stays with it: `12.` (de, nb, hu)
 NO_ENGLISH_SPECIALS = 64  # English's special cases (`dont` -> `do` `nt`, `can't`) do not apply
-SEGMENT = 128  # with HAN_WORDS: runs of Han characters are cut into jieba's words, not characters
+# Runs of Han characters are cut into jieba's words: with HAN_WORDS (Chinese) instead of one word per
+# character; without it (English quoting Chinese) instead of one word per run, as spaCy's English has it
+SEGMENT = 128
 FRENCH = 256  # spaCy French's token_match, elision prefix, hyphen suffixes, special cases (fr)
 KOREAN = 512  # Hangul cut from other characters, before a stop word, long stems in 2 (ko)
 # SudachiPy's words, cut in Python and given to the rules as spans (dataclean.quality.japanese; ja)
@@ -472,7 +476,9 @@ def tokenize(cps, s, e, flags, tables, mode, out, stack, seg):  # type: ignore[n
             i += 1
         if i >= e:
             break
-        if han and flags[cps[i]] & F.HAN:
+        # `SEGMENT` without `HAN_WORDS` (English): runs of Han characters are jieba's words, kana
+        # and everything else is cut as the table's tokenizer cuts it
+        if (han and flags[cps[i]] & F.HAN) or (words and segmentable(cps[i])):
             if words and segmentable(cps[i]):
                 j = i
                 while j < e and segmentable(cps[j]):
@@ -484,7 +490,12 @@ def tokenize(cps, s, e, flags, tables, mode, out, stack, seg):  # type: ignore[n
             i += 1
             continue
         j = i
-        while j < e and not (flags[cps[j]] & F.SPACE) and not (han and flags[cps[j]] & F.HAN):
+        while (
+            j < e
+            and not (flags[cps[j]] & F.SPACE)
+            and not (han and flags[cps[j]] & F.HAN)
+            and not (words and segmentable(cps[j]))
+        ):
             j += 1
         first = n
         n = tokenize_chunk(cps, i, j, flags, tables, out, n, stack, mode)
@@ -519,6 +530,6 @@ def words(text: str, han: bool = False, style: int = 0) -> list[str]:
     out = np.empty((max(1, len(cps)), 2), np.int64)
     stack = np.empty((max(1, len(cps)), 2), np.int64)
     mode = np.int64(style | (HAN_WORDS if han else 0))
-    seg = segmenter_scratch(len(cps), han)
+    seg = segmenter_scratch(len(cps), han or bool(style & SEGMENT))
     n = _words_kernel(cps, F.char_classes(), tokenizer_tables(), mode, out, stack, seg)
     return [text[int(a) : int(b)] for a, b in out[:n]]
