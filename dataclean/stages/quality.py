@@ -9,12 +9,13 @@ rules and their statistics are datatrove 0.10's (`dataclean.quality.rules`,
 them (`dataclean.quality.tokenizer`), all computed in one compiled pass over each batch's bytes.
 
 Thresholds come per row from its language's table (`dataclean/data/quality/thresholds.json`):
-`en` datatrove's English defaults; `zh` starts from FineWeb-2's Mandarin thresholds; every other
+`en` datatrove's English defaults (a Han run quoted in English is jieba's words, a fenced code block
+is not prose); `zh` starts from FineWeb-2's Mandarin thresholds; every other
 lid.176 label its FineWeb-2 config, as FineWeb-2's pipeline applies it
 (`dataclean.quality.fineweb2`); a label without a config the `unconfigured` table
 (language-independent rules only, never English stop words), marked in the row's
 `quality_unconfigured` column and counted as `unconfigured` in the stage's stats. Han text gets
-the Han table whatever its label, where each Han character is a word, a closing quote after 。！？
+the Han table whatever its label, where Han runs are jieba's words, a closing quote after 。！？
 ends a punctuated line, and C4's words-per-line rule is off. Japanese rows count SudachiPy's
 words, as FineWeb-2 does (`dataclean.quality.japanese`, the `ja` extra); without SudachiPy one
 word per kana or Han character, counted as `japanese_characters_as_words` in the stage's stats.
