@@ -123,10 +123,15 @@ def test_han_runs_are_jiebas_words_and_the_rest_spacys() -> None:
         assert count == len(expected)
 
 
-def test_english_quoting_chinese_is_kept() -> None:
-    """Pages datatrove keeps stay kept with Chinese quoted in them (one word per Han run made
-    their mean word length and word counts those of no English text)."""
-    assert _reasons(_documents()) == [None] * len(_english_pages())
+def test_english_quoting_chinese_is_english_and_kept() -> None:
+    """Pages datatrove keeps, with Chinese quoted in them (and a code block): the language stage
+    calls them English, and the quality stage keeps them."""
+    from dataclean.stages.language import IdentifyLanguage
+
+    documents = _documents() + _documents(with_code=True)
+    table = pa.table({C.ID: [str(i) for i in range(len(documents))], C.TEXT: documents})
+    assert IdentifyLanguage()(table).column(C.LANG).to_pylist() == ["en"] * len(documents)
+    assert _reasons(documents) == [None] * len(documents)
 
 
 def test_a_quoted_chinese_passage_keeps_the_english_words_length() -> None:
