@@ -20,7 +20,9 @@ single-threaded, a few minutes), the run's summaries and scratch about 5 GB more
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -67,7 +69,10 @@ def main() -> None:
     data.add_data_argument(parser)
     args = parser.parse_args()
     data.use_data(args.data, args.generated)
-    header = f"{'docs':>10} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} {'worker MB':>9} {'rounds':>6}"
+    header = (
+        f"{'docs':>10} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} {'worker MB':>9} "
+        f"{'(anon)':>13} {'rounds':>6}"
+    )
     print(header + "  fit seconds by step", flush=True)
     runs = []
     for docs in args.sizes:
@@ -76,8 +81,10 @@ def main() -> None:
         print(
             f"{result['rows_in']:>10,} {result['seconds']:8.1f} "
             f"{result['rows_in'] / result['seconds']:9,.0f} "
-            f"{result['driver_mb']:9,.0f} {result['worker_mb']:9,.0f} {result['component_rounds']:>6}  "
-            f"{result['fit_seconds']} (load {result['load']:.1f})",
+            f"{result['driver_mb']:9,.0f} {result['worker_mb']:9,.0f} "
+            f"{result['driver_anon_mb']:6,.0f} {result['worker_anon_mb']:6,.0f} "
+            f"{result['component_rounds']:>6}  "
+            f"{result['fit_seconds']} (CPU {sum(result['cpu'].values()):.1f} s, load {result['load']:.1f})",
             flush=True,
         )
         print(f"{'':>10} fit tasks' peak MB by step: {result['fit_peak_mb_by_step']}", flush=True)
@@ -87,7 +94,16 @@ def main() -> None:
             "seconds": growth([(r["rows_in"], r["seconds"]) for r in runs]),
             "driver MB": growth([(r["rows_in"], r["driver_mb"]) for r in runs]),
             "worker MB": growth([(r["rows_in"], r["worker_mb"]) for r in runs]),
+            "driver MB without file pages": growth([(r["rows_in"], r["driver_anon_mb"]) for r in runs]),
+            "worker MB without file pages": growth([(r["rows_in"], r["worker_anon_mb"]) for r in runs]),
         }
+        cpu = [(r["rows_in"], sum(r["cpu"].values())) for r in runs]
+        exponents["CPU seconds"] = growth(cpu)
+        seconds = [(r["rows_in"], r["seconds"]) for r in runs]
+        for name, points in (("seconds", seconds), ("CPU", cpu)):
+            for (small, t_small), (large, t_large) in itertools.pairwise(points):
+                slope = math.log(t_large / t_small) / math.log(large / small)
+                exponents[f"{name}, {small:,} -> {large:,}"] = slope
         for name, value in exponents.items():
             print(f"growth exponent, {name}: {value:.2f}")
     report = {"runs": runs, "exponents": exponents}
