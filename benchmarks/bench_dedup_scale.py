@@ -46,6 +46,7 @@ def run_size(work: Path, docs: int, shards: int) -> dict[str, Any]:
             "fit_seconds": fit.get("seconds"),
             "component_rounds": fit.get("component_rounds"),
             "candidates": fit.get("candidates"),
+            "largest_component": fit.get("largest_component"),
             "dropped": fit.get("exact_of", 0) + fit.get("near_duplicate_of", 0),
             "fit_task_peak_mb": fit.get("peak_worker_bytes", 0) / 1e6,
             "fit_driver_peak_mb": fit.get("peak_driver_bytes", 0) / 1e6,
@@ -87,7 +88,11 @@ def main() -> None:
             f"{result['fit_seconds']} (CPU {sum(result['cpu'].values()):.1f} s, load {result['load']:.1f})",
             flush=True,
         )
-        print(f"{'':>10} fit tasks' peak MB by step: {result['fit_peak_mb_by_step']}", flush=True)
+        print(
+            f"{'':>10} fit tasks' peak MB by step: {result['fit_peak_mb_by_step']}; candidates "
+            f"{result['candidates']:,}, largest component {result['largest_component'] or 0:,} rows",
+            flush=True,
+        )
     exponents = {}
     if len(runs) > 1:
         exponents = {
