@@ -8,13 +8,18 @@ cached per size under --work), cut into shards of `--rows-per-shard` rows, so a 
 stays the same size as the corpus grows and what grows with the corpus shows. Each size is one
 `dataclean run CORPUS -o OUT --only dedup --workers 2` (embedded Ray) in a fresh process, timed
 from launch to exit, memory of the driver and of every Ray worker sampled every 0.5 s
-(`bench_scale.run_measured`). Also from stats.json's dedup `fit` entry: the fit's seconds by
-step, the connected-components rounds, candidates, and the peak memory the fit's tasks and the
-driver report (VmHWM), with the step whose tasks raised it. Growth exponents are the
-least-squares slope of log value against log documents (1.0 is linear; memory flat is 0).
+(`bench_scale.run_measured`: resident, and resident without file pages, "anon": a large
+component's task maps its spilled sets, which the system's file cache holds), CPU seconds of
+every process. Also from stats.json's dedup `fit` entry: the fit's seconds by step, the
+connected-components rounds, candidates, the largest component's rows, and the peak memory the
+fit's tasks and the driver report (VmHWM), with the step whose tasks raised it. Growth
+exponents are the least-squares slope of log value against log documents (1.0 is linear;
+memory flat is 0), over all sizes and from each size to the next (seconds and CPU).
 
-Disk and time at 10M (`--sizes ... 10000000`): the corpus is about 2.3 GB of Parquet (built once,
-single-threaded, a few minutes), the run's summaries and scratch about 5 GB more.
+Disk and time at 10M (`--sizes ... 10000000`): the corpus is 2.4 GB of Parquet (built once,
+single-threaded: 500 s at `nice 10` on a busy machine), the run's summaries and scratch about
+10 GB more (3M: 1.9 GB of summaries and 1 GB of candidate files at once); the run took 12-15
+minutes on 2 busy cores (docs/scaling.md, "The curve to 10M").
 """
 
 from __future__ import annotations
