@@ -8,19 +8,26 @@ cached per size under --work), cut into shards of `--rows-per-shard` rows, so a 
 stays the same size as the corpus grows and what grows with the corpus shows. Each size is one
 `dataclean run CORPUS -o OUT --only dedup --workers 2` (embedded Ray) in a fresh process, timed
 from launch to exit, memory of the driver and of every Ray worker sampled every 0.5 s
-(`bench_scale.run_measured`). Also from stats.json's dedup `fit` entry: the fit's seconds by
-step, the connected-components rounds, candidates, and the peak memory the fit's tasks and the
-driver report (VmHWM), with the step whose tasks raised it. Growth exponents are the
-least-squares slope of log value against log documents (1.0 is linear; memory flat is 0).
+(`bench_scale.run_measured`: resident, and resident without file pages, "anon": a large
+component's task maps its spilled sets, which the system's file cache holds), CPU seconds of
+every process. Also from stats.json's dedup `fit` entry: the fit's seconds by step, the
+connected-components rounds, candidates, the largest component's rows, and the peak memory the
+fit's tasks and the driver report (VmHWM), with the step whose tasks raised it. Growth
+exponents are the least-squares slope of log value against log documents (1.0 is linear;
+memory flat is 0), over all sizes and from each size to the next (seconds and CPU).
 
-Disk and time at 10M (`--sizes ... 10000000`): the corpus is about 2.3 GB of Parquet (built once,
-single-threaded, a few minutes), the run's summaries and scratch about 5 GB more.
+Disk and time at 10M (`--sizes ... 10000000`): the corpus is 2.4 GB of Parquet (built once,
+single-threaded: 500 s at `nice 10` on a busy machine), the run's summaries and scratch about
+10 GB more (3M: 1.9 GB of summaries and 1 GB of candidate files at once); the run took 12-15
+minutes on 2 busy cores (docs/scaling.md, "The curve to 10M").
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -44,6 +51,7 @@ def run_size(work: Path, docs: int, shards: int) -> dict[str, Any]:
             "fit_seconds": fit.get("seconds"),
             "component_rounds": fit.get("component_rounds"),
             "candidates": fit.get("candidates"),
+            "largest_component": fit.get("largest_component"),
             "dropped": fit.get("exact_of", 0) + fit.get("near_duplicate_of", 0),
             "fit_task_peak_mb": fit.get("peak_worker_bytes", 0) / 1e6,
             "fit_driver_peak_mb": fit.get("peak_driver_bytes", 0) / 1e6,
@@ -67,7 +75,10 @@ def main() -> None:
     data.add_data_argument(parser)
     args = parser.parse_args()
     data.use_data(args.data, args.generated)
-    header = f"{'docs':>10} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} {'worker MB':>9} {'rounds':>6}"
+    header = (
+        f"{'docs':>10} {'seconds':>8} {'docs/s':>9} {'driver MB':>9} {'worker MB':>9} "
+        f"{'(anon)':>13} {'rounds':>6}"
+    )
     print(header + "  fit seconds by step", flush=True)
     runs = []
     for docs in args.sizes:
@@ -76,18 +87,33 @@ def main() -> None:
         print(
             f"{result['rows_in']:>10,} {result['seconds']:8.1f} "
             f"{result['rows_in'] / result['seconds']:9,.0f} "
-            f"{result['driver_mb']:9,.0f} {result['worker_mb']:9,.0f} {result['component_rounds']:>6}  "
-            f"{result['fit_seconds']} (load {result['load']:.1f})",
+            f"{result['driver_mb']:9,.0f} {result['worker_mb']:9,.0f} "
+            f"{result['driver_anon_mb']:6,.0f} {result['worker_anon_mb']:6,.0f} "
+            f"{result['component_rounds']:>6}  "
+            f"{result['fit_seconds']} (CPU {sum(result['cpu'].values()):.1f} s, load {result['load']:.1f})",
             flush=True,
         )
-        print(f"{'':>10} fit tasks' peak MB by step: {result['fit_peak_mb_by_step']}", flush=True)
+        print(
+            f"{'':>10} fit tasks' peak MB by step: {result['fit_peak_mb_by_step']}; candidates "
+            f"{result['candidates']:,}, largest component {result['largest_component'] or 0:,} rows",
+            flush=True,
+        )
     exponents = {}
     if len(runs) > 1:
         exponents = {
             "seconds": growth([(r["rows_in"], r["seconds"]) for r in runs]),
             "driver MB": growth([(r["rows_in"], r["driver_mb"]) for r in runs]),
             "worker MB": growth([(r["rows_in"], r["worker_mb"]) for r in runs]),
+            "driver MB without file pages": growth([(r["rows_in"], r["driver_anon_mb"]) for r in runs]),
+            "worker MB without file pages": growth([(r["rows_in"], r["worker_anon_mb"]) for r in runs]),
         }
+        cpu = [(r["rows_in"], sum(r["cpu"].values())) for r in runs]
+        exponents["CPU seconds"] = growth(cpu)
+        seconds = [(r["rows_in"], r["seconds"]) for r in runs]
+        for name, points in (("seconds", seconds), ("CPU", cpu)):
+            for (small, t_small), (large, t_large) in itertools.pairwise(points):
+                slope = math.log(t_large / t_small) / math.log(large / small)
+                exponents[f"{name}, {small:,} -> {large:,}"] = slope
         for name, value in exponents.items():
             print(f"growth exponent, {name}: {value:.2f}")
     report = {"runs": runs, "exponents": exponents}

@@ -114,6 +114,11 @@ class _MemorySampler(threading.Thread):
         self.cluster = cluster  # the workers belong to a running Ray cluster, not to this process
         self.driver = 0
         self.worker = 0
+        # The same peaks without file pages (resident size less `shared`: RssFile + RssShmem),
+        # what the process itself holds: a file it maps (dedup's spilled sets) is the system's
+        # file cache, which it takes back when memory runs short.
+        self.driver_anon = 0
+        self.worker_anon = 0
         self.largest_child = 0
         self.total = 0
         self.stop = threading.Event()
@@ -138,7 +143,9 @@ class _MemorySampler(threading.Thread):
         root = psutil.Process(self.pid)
         while not self.stop.is_set():
             try:
-                driver = root.memory_info().rss
+                driver_memory = root.memory_info()
+                driver = driver_memory.rss
+                self.driver_anon = max(self.driver_anon, driver - driver_memory.shared)
                 others = []
                 children = root.children(recursive=True)
                 if self.cluster:
@@ -147,7 +154,10 @@ class _MemorySampler(threading.Thread):
                 for child in children:
                     with contextlib.suppress(psutil.Error):
                         command = " ".join(child.cmdline())
-                        others.append((child.memory_info().rss, command))
+                        memory = child.memory_info()
+                        others.append((memory.rss, command))
+                        if _is_ray_worker(command):
+                            self.worker_anon = max(self.worker_anon, memory.rss - memory.shared)
                         self._note_cpu(child, "workers" if _is_ray_worker(command) else "ray")
                 workers = [rss for rss, cmd in others if _is_ray_worker(cmd)]
                 self.driver = max(self.driver, driver)
@@ -225,6 +235,8 @@ def run_config(
         "kept": stats["totals"]["kept"],
         "driver_mb": sampler.driver / 1e6,
         "worker_mb": sampler.worker / 1e6,
+        "driver_anon_mb": sampler.driver_anon / 1e6,
+        "worker_anon_mb": sampler.worker_anon / 1e6,
         "total_mb": sampler.total / 1e6,
         "stages": {s["stage"]: round(s["seconds"], 1) for s in stats["stages"]},
         "cpu": sampler.cpu_seconds(),

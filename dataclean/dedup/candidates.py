@@ -31,6 +31,14 @@ class PartitionRows:
     def __init__(self, paths: list[str], partition: int, schema: pa.Schema) -> None:
         self.paths = paths
         self.partition = partition
+        self._read_small(schema)
+        # Arrow's allocator keeps what the copies in `_read_small` freed for reuse: on a
+        # 1.2M-row partition, 90 MB beside the 61 MB of small columns, held through the task.
+        pa.default_memory_pool().release_unused()
+
+    def _read_small(self, schema: pa.Schema) -> None:
+        """The small columns of every file's record batch `partition`, in keep order."""
+        paths, partition = self.paths, self.partition
         pieces: list[pa.Table] = []
         lengths: list[np.ndarray] = []
         files: list[np.ndarray] = []

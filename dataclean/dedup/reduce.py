@@ -210,6 +210,7 @@ def find_duplicates(
         shards=max(shards, default=0) + 1 if shards is not None else 1,
     )
     counts: dict[str, int] = {}
+    largest_component = 0
     largest: list[list[dict[str, Any]]] = []
     removed_by_source: Counter[str] | None = Counter()
     if gather_sources:
@@ -218,6 +219,7 @@ def find_duplicates(
             worker_peak = max(worker_peak, peak)
             largest.append(partition_counts.pop("largest"))
             removed_by_source = add_counts(removed_by_source, partition_counts.pop("removed_by_source"))
+            largest_component = max(largest_component, partition_counts.pop("largest_component"))
             for name, value in partition_counts.items():
                 counts[name] = counts.get(name, 0) + value
     remove_tree(candidates_folder)
@@ -231,6 +233,7 @@ def find_duplicates(
         "resumed_from_round": resumed_from,
         "partitions": [key_partitions, cluster_partitions],
         "candidates": candidates,
+        "largest_component": largest_component,
         "kept_in_clusters": counts.get("kept", 0),
         "exact_of": counts.get("exact_of", 0),
         "near_duplicate_of": counts.get("near_duplicate_of", 0),

@@ -8,19 +8,22 @@ values each), never whole:
 1. Exact copies need no sketch: a member whose exact hash an earlier member of the component
    has follows that first member (`exact_followers`, from the small columns), and is resolved
    after the near pass exactly as `verify.decide` resolves it as it goes.
-2. With `verify`, one pass counts every shingle's frequency in the component into the fixed
-   counters of `dataclean.dedup.sets` (as `decide` counts them) and writes each chunk's sorted
-   sets to local disk (`_SetSpill`), which the next two read back; a second finds the prefix
-   tokens two prefixes or more hold, as `prefix_tokens` does (a token only one prefix holds
-   can never bring two rows together): in memory up to
-   `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on local disk and
-   counted part by part. Only those are filed.
+2. One pass reads each chunk's sketches and writes them to local disk (`_SetSpill`: every
+   member's set one after the other, and where each starts), which the next passes read back;
+   with `verify` it sorts them into sets first and counts every shingle's frequency in the
+   component into the fixed counters of `dataclean.dedup.sets` (as `decide` counts them). A
+   second (with `verify`) finds the prefix tokens two prefixes or more hold, as
+   `prefix_tokens` does (a token only one prefix holds can never bring two rows together): in
+   memory up to `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on local
+   disk and counted part by part. Only those are filed.
 3. The decision pass: each member looks up its tokens among the centers filed so far, exactly as
    `verify._decide_kernel` does, with the same caps. What stays in memory between chunks is the
-   token table, its entries, and the sketches of the centers filed under at least one token: a
-   member that files nothing (its prefix shares nothing, or every token's list is full) can
-   never be found again, so its sketch is dropped with its chunk. On template pages that is
-   almost every page.
+   token table and its entries (member numbers), and a mark and count per member (16 bytes):
+   no set. A member is compared with its centers' sets where the spill holds them, mapped into
+   memory (`_Mapped`): those pages are the operating system's file cache, which it can take
+   back and read again, so what a component's task must hold does not grow with its centers'
+   sets (at 3M short documents, 1.2M rows in one component, they took 200 of the 426 MB its
+   filed state held).
 
 The decisions equal `decide`'s on the same rows (tests: whole against chunked, and the
 exhaustive check), so a component's decisions do not depend on its size, its partition or the
@@ -34,12 +37,13 @@ the first time a fit meets a component larger than a chunk; the stage's rehearsa
 
 from __future__ import annotations
 
+import mmap
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import numba as nb
 import numpy as np
@@ -121,34 +125,33 @@ def exact_followers(exact: np.ndarray, earlier: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Filed:
-    """The near pass's state between chunks: token table, entries, filed centers' sketches."""
+    """The near pass's state between chunks: the token table, its entries (member numbers), and
+    per member (`seen`) the mark and shared-token count `centers.best_center` keeps."""
 
+    members: int
     bits: int = 4
     keys: np.ndarray = field(default_factory=lambda: np.empty(16, np.uint64))
     filled: np.ndarray = field(default_factory=lambda: np.zeros(16, np.bool_))
     start: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
     length: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
     entry_center: np.ndarray = field(default_factory=lambda: np.empty(16, np.int32))
-    values: np.ndarray = field(default_factory=lambda: np.empty(16, np.uint32))
-    offsets: np.ndarray = field(default_factory=lambda: np.zeros(16, np.int64))
-    row: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
-    seen: np.ndarray = field(default_factory=lambda: np.empty((16, 2), np.int64))
+    seen: np.ndarray = field(init=False)
     # centers filed, entry slots used, distinct tokens, similarities computed, members looked
     # up, entries filed
     state: np.ndarray = field(default_factory=lambda: np.zeros(6, np.int64))
 
-    def reserve(self, rows: int, values: int, tokens: int, max_postings: int) -> None:
-        """Room for a chunk of `rows` members, `values` sketch values and `tokens` tokens."""
-        centers, used, distinct = (int(v) for v in self.state[:3])
+    def __post_init__(self) -> None:
+        self.seen = np.full((max(1, self.members), 2), -1, np.int64)
+
+    def reserve(self, tokens: int, max_postings: int) -> None:
+        """Room for a chunk's `tokens` tokens."""
+        used, distinct = int(self.state[1]), int(self.state[2])
         # A filing moves a block to one of at most the power of two at or over `max_postings`
         # slots, and a token's blocks take fewer than 4 slots per entry (`centers.file_center`):
         # both bound the slots used.
         largest = 1 << max(0, (max_postings - 1).bit_length())
         slots = min(used + largest * tokens, 4 * (int(self.state[5]) + tokens))
-        self.entry_center = _grown(self.entry_center, slots)
-        self.values = _grown(self.values, int(self.offsets[centers]) + values)
-        for name in ("offsets", "row", "seen"):
-            setattr(self, name, _grown(getattr(self, name), centers + rows + 1))
+        self.entry_center = _grown(self.entry_center, slots, used)
         bits = table_bits(distinct + tokens)
         if bits > self.bits:
             table = np.empty(1 << bits, np.uint64), np.zeros(1 << bits, np.bool_)
@@ -160,17 +163,18 @@ class _Filed:
 
     def held_bytes(self) -> int:
         """Bytes of the arrays held between chunks."""
-        arrays = (self.keys, self.filled, self.start, self.length, self.entry_center)
-        more = (self.values, self.offsets, self.row, self.seen)
-        return sum(array.nbytes for array in (*arrays, *more))
+        arrays = (self.keys, self.filled, self.start, self.length, self.entry_center, self.seen)
+        return sum(array.nbytes for array in arrays)
 
 
-def _grown(array: np.ndarray, size: int) -> np.ndarray:
-    """`array`, or a copy at least twice as long (rows) when it is shorter than `size`."""
+def _grown(array: np.ndarray, size: int, used: int) -> np.ndarray:
+    """`array`, or a copy of its first `used` entries in one at least twice as long when it is
+    shorter than `size` (only what is used is copied: copying the rest touched pages of both
+    that were never written, the peak of a large component's task)."""
     if len(array) >= size:
         return array
-    bigger = np.empty((max(size, 2 * len(array)), *array.shape[1:]), dtype=array.dtype)
-    bigger[: len(array)] = array
+    bigger = np.empty(max(size, 2 * len(array)), dtype=array.dtype)
+    bigger[:used] = array[:used]
     return bigger
 
 
@@ -254,107 +258,154 @@ def _decide_near(
     chunk: Chunk,
     folder: str,
 ) -> int:
-    """`decide_component`'s near passes (module docstring), the sorted sets spilled to `folder`
-    by the first; returns the similarities computed."""
+    """`decide_component`'s near passes (module docstring), the sets spilled to `folder` by the
+    first; returns the similarities computed."""
     verify = flags[2]
     kind, target, score = decided
-    prepared = None
+    spill = _SetSpill(folder)
+    counters = _spill_sets(reader, members, lengths, stats, chunk, spill, verify)
+    shared = None
     if verify:
-        spill = _SetSpill(os.path.join(folder, "sets"))
-        counters = _count_shingles(reader, members, lengths, stats, chunk, spill)
         # A hash table: a chunk's prefixes are looked up in it (a binary search over the
         # sorted tokens took a fifth of a 1.2M-row component's time).
-        prepared = (
-            spill,
-            counters,
-            position_table(_shared_prefixes(spill, lengths, threshold, counters, stats)),
-        )
-    filed = _Filed()
-    for index, (first, last) in enumerate(chunks(lengths, 0, len(members), chunk)):
-        rows = members[first:last]
-        if prepared is not None:
-            spill, counters, shared = prepared
-            sets, set_offsets = spill.read(index)
-            tokens, token_offsets = _chunk_tokens(sets, set_offsets, threshold, counters, shared)
-        else:
-            sets, set_offsets = reader.sketches(rows)
-            tokens, token_offsets = reader.keys(rows)
-        stats.saw(len(rows), len(sets))
-        filed.reserve(len(rows), len(sets), len(tokens), int(limits[0]))
-        per_row = int(np.diff(token_offsets).max(initial=0))
-        found = max(1, per_row * int(limits[0]))
-        _stream_kernel(
-            rows,
-            np.ascontiguousarray(earlier[first:last]),
-            follows[first:last] >= 0,
-            sets,
-            set_offsets,
-            tokens,
-            token_offsets,
-            threshold,
-            verify,
-            limits,
-            kind,
-            target,
-            score,
-            (filed.keys, filed.filled, filed.start, filed.length),
-            (filed.entry_center,),
-            (filed.values, filed.offsets, filed.row),
-            (filed.seen, np.empty(found, np.int64), np.empty(found, np.int64)),
-            filed.state,
-            filed.bits,
-        )
-        stats.filed_bytes = max(stats.filed_bytes, filed.held_bytes())
+        shared = position_table(_shared_prefixes(spill, lengths, threshold, counters, stats))
+    filed = _Filed(len(members))
+    ranges = spill.ranges()  # closes the spill: written whole
+    with _Mapped(spill.values_path, np.uint32) as values, _Mapped(spill.offsets_path, np.int64) as offsets:
+        for index, (first, last) in enumerate(ranges):
+            rows = members[first:last]
+            if shared is not None:
+                sets, set_offsets = spill.read(index)
+                tokens, token_offsets = _chunk_tokens(sets, set_offsets, threshold, counters, shared)
+            else:
+                tokens, token_offsets = reader.keys(rows)
+            filed.reserve(len(tokens), int(limits[0]))
+            per_row = int(np.diff(token_offsets).max(initial=0))
+            found = max(1, per_row * int(limits[0]))
+            scratch = np.empty(found, np.int64), np.empty(found, np.int64)
+            _stream_kernel(
+                members,
+                first,
+                np.ascontiguousarray(earlier[first:last]),
+                follows[first:last] >= 0,
+                values.array,
+                offsets.array,
+                tokens,
+                token_offsets,
+                threshold,
+                verify,
+                limits,
+                kind,
+                target,
+                score,
+                (filed.keys, filed.filled, filed.start, filed.length),
+                (filed.entry_center,),
+                (filed.seen, *scratch),
+                filed.state,
+                filed.bits,
+            )
+            stats.filed_bytes = max(stats.filed_bytes, filed.held_bytes())
     stats.filed_centers = max(stats.filed_centers, int(filed.state[0]))
     return int(filed.state[3])
 
 
 class _SetSpill:
-    """A component's sorted sets, chunk after chunk, in one file on this machine's local disk
-    (4 bytes a shingle and 8 a row): pass 1 reads and sorts each chunk's sketches and writes
-    them, passes 2 and 3 read them back, where each read and sorted them again (a fifth of a
-    1.2M-row component's time)."""
+    """A component's sets, chunk after chunk, in two files in a folder on this machine's local
+    disk: `values` (4 bytes a value, every member's set one after the other) and `offsets` (8
+    bytes a member: where its set starts in `values`, and the end). Pass 1 writes them, pass 2
+    reads them back a chunk at a time, pass 3 too and maps them whole (`_Mapped`) to compare a
+    member with any earlier one. Each pass used to read and sort the sketches again (a fifth of
+    a 1.2M-row component's time), and pass 3 to keep its centers' sets in memory."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.pieces: list[tuple[int, int, int]] = []  # per chunk: byte position, values, offsets
-        self._file: BinaryIO | None = open(path, "wb")  # noqa: SIM115 (closed by `read`)
-        self._position = 0
+    def __init__(self, folder: str) -> None:
+        self.values_path = os.path.join(folder, "values")
+        self.offsets_path = os.path.join(folder, "offsets")
+        # Per chunk: first value, values, first member, members.
+        self.pieces: list[tuple[int, int, int, int]] = []
+        self._files: tuple[BinaryIO, BinaryIO] | None = (
+            open(self.values_path, "wb"),  # noqa: SIM115 (closed by `_close`)
+            open(self.offsets_path, "wb"),  # noqa: SIM115
+        )
+        self._values = 0
+        self._members = 0
 
     def add(self, sets: np.ndarray, set_offsets: np.ndarray) -> None:
-        assert self._file is not None, "a spill is written whole before it is read"
-        sets, set_offsets = sets.astype(np.uint32, copy=False), set_offsets.astype(np.int64, copy=False)
-        sets.tofile(self._file)
-        set_offsets.tofile(self._file)
-        self.pieces.append((self._position, len(sets), len(set_offsets)))
-        self._position += sets.nbytes + set_offsets.nbytes
+        """Append a chunk's sets (values, offsets from 0)."""
+        assert self._files is not None, "a spill is written whole before it is read"
+        sets.astype(np.uint32, copy=False).tofile(self._files[0])
+        (set_offsets[:-1].astype(np.int64) + self._values).tofile(self._files[1])
+        members = len(set_offsets) - 1
+        self.pieces.append((self._values, len(sets), self._members, members))
+        self._values += len(sets)
+        self._members += members
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """Each chunk's (first, last) members."""
+        self._close()
+        return [(first, first + members) for _, _, first, members in self.pieces]
 
     def read(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """Chunk `index`'s (sets, offsets), as `add` got them."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        position, values, offsets = self.pieces[index]
-        sets = np.fromfile(self.path, np.uint32, values, offset=position)
-        return sets, np.fromfile(self.path, np.int64, offsets, offset=position + 4 * values)
+        """Chunk `index`'s (sets, offsets from 0), as `add` got them."""
+        self._close()
+        position, values, first, members = self.pieces[index]
+        sets = np.fromfile(self.values_path, np.uint32, values, offset=4 * position)
+        offsets = np.fromfile(self.offsets_path, np.int64, members + 1, offset=8 * first)
+        return sets, offsets - position
+
+    def _close(self) -> None:
+        if self._files is not None:
+            np.array([self._values], np.int64).tofile(self._files[1])  # the last set's end
+            for file in self._files:
+                file.close()
+            self._files = None
 
 
-def _count_shingles(
+class _Mapped:
+    """A file of `dtype` values mapped into memory (copy on write, never written) as `array`.
+    Its pages are the operating system's file cache, not this process's own memory: they count
+    in its resident size (as file pages, `RssFile`) once touched, and the system takes them back
+    when it needs the memory and reads them again from the disk when touched again. (Letting
+    them go after each chunk, `madvise(MADV_DONTNEED)`, did not lower the peak: a member's
+    centers are anywhere in the component, and a touch maps the file cache's whole folio, up to
+    2 MB here, so a chunk maps most of the file.)"""
+
+    def __init__(self, path: str, dtype: type) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 (closed by `__exit__`)
+        size = os.path.getsize(path)
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
+        self.array: np.ndarray = (
+            np.frombuffer(self._map, dtype) if self._map is not None else np.zeros(0, dtype)
+        )
+
+    def __enter__(self) -> _Mapped:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.array = np.zeros(0, self.array.dtype)  # the map closes only once no array uses it
+        if self._map is not None:
+            self._map.close()
+        self._file.close()
+
+
+def _spill_sets(
     reader: ComponentReader,
     members: np.ndarray,
     lengths: np.ndarray,
     stats: StreamStats,
     chunk: Chunk,
     spill: _SetSpill,
+    verify: bool,
 ) -> tuple[np.ndarray, int]:
-    """Pass 1: the component's shingle frequencies (`dataclean.dedup.sets` counters), and its
-    sorted sets into `spill`."""
+    """Pass 1: every chunk's sketches into `spill`; with `verify`, sorted into sets and their
+    shingles counted: the component's frequencies (`dataclean.dedup.sets` counters)."""
     bits = COUNTER_BITS
-    counters = np.zeros(1 << bits, dtype=np.uint8)
+    counters = np.zeros(1 << bits if verify else 1, dtype=np.uint8)
     for first, last in chunks(lengths, 0, len(members), chunk):
-        sets, set_offsets = sorted_sets(*reader.sketches(members[first:last]))
+        sets, set_offsets = reader.sketches(members[first:last])
         stats.saw(last - first, len(sets))
-        count_kernel(sets, set_offsets, counters, bits)
+        if verify:
+            sets, set_offsets = sorted_sets(sets, set_offsets)
+            count_kernel(sets, set_offsets, counters, bits)
         spill.add(sets, set_offsets)
     return counters, bits
 
@@ -440,11 +491,12 @@ def _rehash(keys, filled, start, length, new_keys, new_filled, new_start, new_le
 
 @nb.njit(cache=True, nogil=True)
 def _stream_kernel(  # type: ignore[no-untyped-def]
-    rows,
+    members,
+    first,
     earlier,
     follower,
-    sets,
-    set_offsets,
+    values,
+    offsets,
     tokens,
     token_offsets,
     threshold,
@@ -455,29 +507,22 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
     score,
     table,
     entries,
-    centers,
     marks,
     state,
     bits,
 ):
-    """One chunk of `verify._decide_kernel`'s near pass, with its state carried in `state` and the
-    filed arrays: a member's sketch is copied after the filed centers' (slot `state[0]`) and kept
-    there only if it files a token. Centers are numbered by slot, which is keep order, so ties
-    break as in `_decide_kernel`."""
+    """One chunk (the component's members first, first + 1, ...) of `verify._decide_kernel`'s
+    near pass, with its state carried in `state` and the filed arrays. Centers are numbered by
+    member, which is keep order, so ties break as in `_decide_kernel`; every member's set is
+    `values[offsets[m]:offsets[m + 1]]` (the spill, mapped)."""
     max_postings, max_checks = limits[0], limits[1]
     token_keys, token_filled, token_length = table[0], table[1], table[3]
-    values, offsets, center_row = centers
-    seen = marks[0]  # the rest of marks is best_center's scratch
-    for i in range(len(rows)):
+    for i in range(len(earlier)):
         if follower[i]:
             continue
-        x = state[0]
-        start = offsets[x]
-        size = set_offsets[i + 1] - set_offsets[i]
-        values[start : start + size] = sets[set_offsets[i] : set_offsets[i + 1]]
-        offsets[x + 1] = start + size
-        seen[x, 0] = -1
-        member = state[4]
+        x = first + i
+        row = members[x]
+        mark = state[4]
         state[4] += 1
         if not earlier[i]:
             best, best_similarity, count = best_center(
@@ -487,7 +532,7 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
                 table,
                 entries,
                 marks,
-                member,
+                mark,
                 values,
                 offsets,
                 x,
@@ -498,9 +543,9 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
             )
             state[3] += count
             if best >= 0:
-                kind[rows[i]], target[rows[i]], score[rows[i]] = NEAR, center_row[best], best_similarity
-                if kind[center_row[best]] == UNIQUE:
-                    kind[center_row[best]] = KEPT
+                kind[row], target[row], score[row] = NEAR, members[best], best_similarity
+                if kind[members[best]] == UNIQUE:
+                    kind[members[best]] = KEPT
                 continue
         filed = False
         for k in range(token_offsets[i], token_offsets[i + 1]):
@@ -514,5 +559,4 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
                 state[5] += 1
                 filed = True
         if filed:
-            center_row[x] = rows[i]
-            state[0] = x + 1
+            state[0] += 1

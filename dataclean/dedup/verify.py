@@ -34,9 +34,9 @@ Memory per task: one summary file's columns (gather); for clustering, the small 
 the partition's rows (`dataclean.dedup.candidates`, about 60 bytes and the id a row), and their
 sketches and keys a bounded piece at a time (`decide_rows`): runs of whole small components
 together, a large one alone in chunks (`dataclean.dedup.stream`), which keeps between chunks only
-its token table and the sketches of the centers filed under a shared token. One giant component
-(pages sharing a site template, or a percolating LSH graph) no longer needs a task as large as
-its sketches.
+its token table, its entries and 16 bytes a member, and compares with its centers' sets where its
+first pass spilled them to local disk. One giant component (pages sharing a site template, or a
+percolating LSH graph) no longer needs a task as large as its sketches.
 """
 
 # numba kernels compute on numpy scalars, which mypy sees as Any here.
@@ -184,6 +184,9 @@ class ClusterCandidates:
         counts: dict[str, Any] = {name: int(np.sum(kind[decided] == k)) for k, name in KIND_NAMES.items()}
         counts["candidates"] = table.num_rows
         counts["comparisons"] = checks
+        # The rows of the partition's largest component: the one task's work that no worker
+        # count shortens (`dataclean.dedup.stream`).
+        counts["largest_component"] = int(np.diff(component_bounds(table.column("root").to_numpy())).max())
         counts["largest"] = largest_clusters(ids, kind, target, (EXACT, NEAR))
         removed = np.isin(kind, (EXACT, NEAR)) & ~table.column("earlier").to_numpy(False)
         counts["removed_by_source"] = source_counts(table.column("source"), removed)
