@@ -1,7 +1,7 @@
 """Each compiled kernel once per run, before the first shard: the run layer's side of the
 stages' `compile_kernels` and `rehearse` (the stages only say what to compile, never when).
 
-A first run compiles every kernel the pipeline uses (about 35-40 s of CPU in all; `dataclean.jit`
+A first run compiles every kernel the pipeline uses (about 10 s of CPU in all; `dataclean.jit`
 says how the kernels are written to compile little); later runs load them from numba's on-disk
 cache in milliseconds, one cache for the driver and every worker (`dataclean.run.kernel_cache`).
 Two things keep that first run short:
@@ -14,15 +14,13 @@ Two things keep that first run short:
   kernel is compiled once, the stages' kernels in parallel, and every other process loads them.
   When the cache is warm this costs one small task per stage (loading what the workers load
   anyway).
-- `compile_in_background`: a run (`dataclean.run.session.Session`) starts compiling as soon as
-  its stages are loaded, while Ray starts (2-5 s, when the driver would only wait): on an
-  embedded Ray whose workers include the driver, every stage from one queue, longest first,
-  the driver taking the first at once and a helper process per other core
-  (`dataclean.run.compile_process`, started at once) the next ones, each the next stage left
-  when it is free (the quality stage alone compiles for about as long as the others together).
-  Ray's workers compiled those before: they came up 3-5 s later, and at Ray's niceness of 15
-  they got a few percent of a core whenever anything else ran. Elsewhere (a cluster, one
-  worker) only the first barrier's kernels (dedup's), which the driver's `fit` needs.
+- `compile_in_background`: a run (`dataclean.run.session.Session`) starts compiling in the
+  driver while Ray starts (2-5 s, more on a busy machine, when the driver would only wait): on
+  an embedded Ray whose workers include the driver, every stage from one queue, longest first,
+  the driver taking the first at once and Ray's workers the next ones once they are up (the
+  quality stage alone compiles for about as long as the others together: started after Ray's
+  start, it ended the first run); elsewhere the first barrier's kernels (dedup's), which the
+  driver's `fit` needs.
 
 A stage with `rehearse = True` (dedup) is compiled by a rehearsal (`rehearse`): its observe, fit
 on a local executor and apply over a tiny mixed-language corpus, so its kernels compile with the
@@ -38,9 +36,9 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
 
-from dataclean.executors.base import Executor, WorkQueue
+from dataclean.executors.base import Executor, WorkerFunction, WorkQueue
 
 # Stages whose kernels this process is compiling in the background (`compile_in_background`).
 _BACKGROUND: dict[int, Future[None]] = {}
@@ -86,17 +84,16 @@ def compile_in_background(stages: Sequence[Any], executor: Executor | None = Non
 
     With `executor`, an embedded Ray's this process is one of the workers of
     (`Executor.remote_workers` below `workers`): every stage's kernels are queued longest first,
-    and a thread here takes the first at once while a helper process per other core (as many as
-    the executor's workers, at most one per stage) takes the next ones, each the next stage left
-    when it is free (list scheduling: the longest first, every process busy to the end). Without
-    one (a cluster, one worker), only the first barrier stage that has kernels (dedup), whose
-    `fit` runs here and needs them. `compile_kernels` waits for what was started here."""
+    and a thread here takes the first at once while the executor's workers take the next ones
+    as soon as Ray is up, each the next stage left when it is free (list scheduling: the
+    longest first, every process busy to the end). Without one (a cluster, one worker), only
+    the first barrier stage that has kernels (dedup), whose `fit` runs here and needs them.
+    `compile_kernels` waits for what was started here."""
     from dataclean.stage import GlobalStage
 
     with_kernels = _with_kernels(stages)
     if executor is not None and executor.remote_workers < executor.workers and len(with_kernels) > 1:
-        cores = min(executor.workers, os.cpu_count() or 1)
-        shared = _SharedCompile(with_kernels, min(cores, len(with_kernels)) - 1)
+        shared = _SharedCompile(with_kernels, executor)
         for stage in with_kernels:
             _SHARED[id(stage)] = shared
         return
@@ -105,12 +102,6 @@ def compile_in_background(stages: Sequence[Any], executor: Executor | None = Non
         pool = ThreadPoolExecutor(1, thread_name_prefix="dataclean-kernels")
         _BACKGROUND[id(barrier)] = pool.submit(compile_stage, barrier)
         pool.shutdown(wait=False)
-
-
-def compiling_in_helpers(stages: Sequence[Any]) -> bool:
-    """Whether `compile_in_background` queued these stages for this process and its helper
-    processes (which start at once, not when Ray is up)."""
-    return any(id(stage) in _SHARED for stage in stages)
 
 
 def leave_in_background(stages: Sequence[Any]) -> None:
@@ -124,8 +115,8 @@ def leave_in_background(stages: Sequence[Any]) -> None:
 
 def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) -> None:
     """Compile the kernels of `stages`, each stage's once (module docstring), and return when
-    they are compiled. Stages queued by `compile_in_background` for this process and its
-    helpers are waited for. Otherwise the longest go to the executor's workers, one
+    they are compiled. Stages queued by `compile_in_background` for this process and the
+    workers together are waited for. Otherwise the longest go to the executor's workers, one
     stage each, and those left over compile in this process once it has compiled its own
     (`compile_in_background`), which it waits for. Left for the workers, a left-over stage
     would wait for the first of them to finish while this process idles, then compile alone at
@@ -159,19 +150,28 @@ def compile_kernels(stages: Sequence[Any], executor: Any, cached: bool = False) 
                 remote.result()
 
 
-class _SharedCompile:
-    """Stages' kernels compiled by this process and helper processes from one queue, longest
-    first (`compile_in_background`): a thread here takes stages at once, and one thread per
-    helper (`dataclean.run.compile_process`) hands it the next stage left each time it is free."""
+class StageCompiler(WorkerFunction):
+    """`compile_stage` as the executor's workers run it, from the queue this process takes from too."""
 
-    def __init__(self, stages: list[Any], helpers: int) -> None:
+    shareable: ClassVar[bool] = True
+
+    def __call__(self, stage: Any) -> None:
+        compile_stage(stage)
+
+
+class _SharedCompile:
+    """Stages' kernels compiled by this process and an embedded Ray's workers from one queue,
+    longest first (`compile_in_background`): a thread here starts at once; another hands the
+    queue to the executor once it is up (until then, this process alone takes stages)."""
+
+    def __init__(self, stages: list[Any], executor: Executor) -> None:
         self.stages = sorted(stages, key=lambda stage: -type(stage).compile_seconds)
         self.queue: WorkQueue[Any] = WorkQueue(self.stages)
         self.failures: list[BaseException] = []
-        self.threads = [threading.Thread(target=self._here, name="dataclean-kernels")]
-        self.threads += [
-            threading.Thread(target=self._helper, name=f"dataclean-kernels-helper-{number}")
-            for number in range(helpers)
+        self.drained = threading.Event()  # every stage taken: nothing is left for the workers
+        self.threads = [
+            threading.Thread(target=self._here, name="dataclean-kernels"),
+            threading.Thread(target=self._remote, args=(executor,), name="dataclean-kernels-ray"),
         ]
         for thread in self.threads:
             thread.start()
@@ -180,24 +180,23 @@ class _SharedCompile:
         try:
             while (taken := self.queue.take()) is not None:
                 compile_stage(taken[1])
+            self.drained.set()
         except BaseException as error:
             self.queue.close()
             self.failures.append(error)
 
-    def _helper(self) -> None:
-        from dataclean.run.compile_process import compile_in_helper, start_helper, stop_helper
+    def _remote(self, executor: Executor) -> None:
+        from dataclean.executors.starting import Starting
 
-        helper = start_helper()
         try:
-            while (taken := self.queue.take()) is not None:
-                if helper is None or not compile_in_helper(helper, taken[1]):
-                    compile_stage(taken[1])  # here: what the helper could not (its error raised here)
+            while executor.starting:  # waiting here says nothing (`Starting.ready` would)
+                if self.drained.wait(0.05):
+                    return  # this process took every stage before the executor was up
+            started = executor.ready() if isinstance(executor, Starting) else executor
+            started.map_queue(StageCompiler(), self.queue)
         except BaseException as error:
             self.queue.close()
             self.failures.append(error)
-        finally:
-            if helper is not None:
-                stop_helper(helper)
 
     def finish(self, stop: bool = False) -> None:
         """Wait for every stage taken (`stop`: take no more), and raise what failed."""

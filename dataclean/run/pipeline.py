@@ -30,13 +30,7 @@ from dataclean.io.shards import Shard, discover
 from dataclean.io.writers import exists, parquet_files, read_json, remove_tree, write_json
 from dataclean.run.config import config_hash, declared, describe
 from dataclean.run.kernel_cache import kernels_cached, mark_kernels_cached
-from dataclean.run.kernels import (
-    compile_estimate,
-    compile_kernels,
-    compiling_in_helpers,
-    kernel_stages,
-    leave_in_background,
-)
+from dataclean.run.kernels import compile_estimate, compile_kernels, kernel_stages, leave_in_background
 from dataclean.run.node_kernels import NodeKernels
 from dataclean.run.output import (
     clear_output,
@@ -224,7 +218,7 @@ def _compile(stages: Sequence[Stage], executor: Executor, progress: RunProgress)
     cached = kernels_cached(kinds)
     if not cached:
         estimate = compile_estimate(stages, executor.workers)
-        if executor.starting and not compiling_in_helpers(stages):
+        if executor.starting:
             estimate += RAY_START_SECONDS  # its workers compile once it is up
         progress.step(f"compiling kernels: first run only, about {estimate:.0f} s")
     compile_kernels(stages, executor, cached)  # each kernel once, on the workers (dataclean.run.kernels)

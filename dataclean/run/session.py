@@ -6,7 +6,7 @@
 Entering loads the stages first (a recipe or `--set` error is raised before anything starts,
 about 1 s after the command), then starts the executor in a thread (`ray.init` mostly waits for
 Ray's processes to start, 2-5 s) and goes on: on a first run it starts compiling the kernels,
-longest stage first, in the driver and in a helper process per other core
+longest stage first, in the driver, and hands the stages left to Ray's workers once they are up
 (`dataclean.run.kernels.compile_in_background`), and it loads the
 report's code in a thread (0.4 s off the report). `run` checks what it can without the executor
 (the output folder, the inputs, the recipe's columns: `run_pipeline`), and a map it calls before

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from dataclean.executors.base import Executor
 from dataclean.run.kernel_cache import shared_cache_dir
 from dataclean.stage import Stage
@@ -234,8 +232,15 @@ def test_the_workers_take_the_longest_stages_and_this_process_the_rest() -> None
 
 
 class _Sharing(_Recorder):
-    """Two workers, this process one of them (an embedded Ray on 2 cores), never up: the
-    kernels are compiled by this process and a helper process, not by Ray's workers."""
+    """Two workers, this process one of them: Ray's one worker takes stages from the queue once
+    `up` is set (until then the executor is starting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.up = threading.Event()
+        self.took = threading.Event()
 
     @property
     def remote_workers(self) -> int:
@@ -243,42 +248,39 @@ class _Sharing(_Recorder):
 
     @property
     def starting(self) -> bool:
-        return True
+        return not self.up.is_set()
+
+    def map_queue(self, fn: Any, queue: Any, on_result: Any = None, on_warm: Any = None) -> dict[int, Any]:
+        while (taken := queue.take()) is not None:
+            self.mapped.append(taken[1].name)
+            self.took.set()
+            fn(taken[1])
+        return {}
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a helper process only where a core is free")
-def test_the_driver_starts_on_the_longest_stage_and_a_helper_process_takes_the_next(tmp_path: Path) -> None:
-    # The driver's thread takes the longest stage at once; a helper process (started at once,
-    # without waiting for Ray) takes the next from the same queue; every stage compiles once.
-    from dataclean.run.kernels import compile_in_background, compile_kernels
-    from tests.run.kernel_stand_ins import Long, Middle, Short, compiled_by
-
-    folder = str(tmp_path)
-    stages = [Short(folder), Long(folder), Middle(folder)]
-    executor = _Sharing()
-    compile_in_background(stages, executor)
-    compile_kernels(stages, executor)
-    found = compiled_by(tmp_path)
-    assert sorted(found) == ["long", "middle", "short"]
-    assert all(len(pids) == 1 for pids in found.values())  # each stage once
-    assert found["long"] == [os.getpid()]
-    assert found["middle"] != [os.getpid()]  # the helper's
-    assert executor.mapped == []  # none waited for Ray's workers
-
-
-def test_a_stage_the_helper_cannot_import_compiles_in_this_process() -> None:
-    # A stage class defined in a function (as in a script) does not pickle: this process compiles it.
+def test_the_driver_starts_on_the_longest_stage_and_the_workers_take_the_next_once_up() -> None:
+    # The driver's thread takes the longest stage at once; once the executor is up its worker
+    # takes the next one from the same queue; every stage compiles once.
     import threading
 
     from dataclean.run.kernels import compile_in_background, compile_kernels
 
+    executor = _Sharing()
     compiled: dict[str, list[str]] = {}
 
     def record(stage_name: str) -> None:
         compiled.setdefault(stage_name, []).append(threading.current_thread().name)
+        if stage_name == "long":  # Ray comes up while the driver compiles the longest
+            executor.up.set()
+            assert executor.took.wait(10)
 
-    stages = [_timed_stage(name, seconds, record) for name, seconds in [("short", 1.0), ("long", 3.0)]]
-    compile_in_background(stages, _Sharing())
-    compile_kernels(stages, _Sharing())
-    assert sorted(compiled) == ["long", "short"]
+    def stage(stage_name: str, seconds: float) -> Stage:
+        return _timed_stage(stage_name, seconds, record)
+
+    stages = [stage("short", 1.0), stage("long", 3.0), stage("middle", 2.0)]
+    compile_in_background(stages, executor)
+    compile_kernels(stages, executor)
+    assert compiled["long"] == ["dataclean-kernels"]
+    assert executor.mapped[0] == "middle"
+    assert sorted(compiled) == ["long", "middle", "short"]
     assert all(len(threads) == 1 for threads in compiled.values())
