@@ -8,7 +8,9 @@ empty temporary folder (every kernel compiles, as on a first run after install) 
 `numba:compile` events. Per kernel it prints the CPU time of its compile with the compiles it
 triggers (inclusive, for kernels a stage calls directly) and without them (own: the callees and
 numba's library implementations, such as `np.empty` or an error message's string formatting, are
-counted apart). Run it beside another checkout (`PYTHONPATH=OTHER python OTHER/benchmarks/...`)
+counted apart), and per stage the part spent in LLVM (numba's LLVM lock: optimizing, parsing IR
+text, machine code; the rest is numba's typing and lowering in Python). Run it beside another
+checkout (`PYTHONPATH=OTHER python OTHER/benchmarks/...`)
 to compare; CPU time of this thread, so a loaded machine changes the figures less than wall time.
 """
 
@@ -51,24 +53,45 @@ class CompileTimes(event.Listener):  # type: ignore[misc]
             self.outer[name] = self.outer.get(name, 0.0) + spent
 
 
+class LlvmTime(event.Listener):  # type: ignore[misc]
+    """CPU time of this thread inside numba's LLVM lock (outermost acquisitions only)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.started = 0.0
+        self.total = 0.0
+
+    def on_start(self, ev: Any) -> None:
+        if self.depth == 0:
+            self.started = time.thread_time()
+        self.depth += 1
+
+    def on_end(self, ev: Any) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.total += time.thread_time() - self.started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=25, help="kernels to list by own compile time")
     args = parser.parse_args()
     times = CompileTimes()
     event.register("numba:compile", times)
+    llvm = LlvmTime()
+    event.register("numba:llvm_lock", llvm)
     from dataclean.run.kernels import compile_stage
     from pipelines.default import build
 
     total = 0.0
     for stage in build():
-        start = time.thread_time()
+        start, in_llvm = time.thread_time(), llvm.total
         compile_stage(stage)
         spent = time.thread_time() - start
         total += spent
         if spent > 0.01:
-            print(f"stage {type(stage).__name__:<20} {spent:6.2f} s CPU")
-    print(f"all stages             {total:6.2f} s CPU (one process; a run spreads them over three)")
+            print(f"stage {type(stage).__name__:<20} {spent:6.2f} s CPU (LLVM {llvm.total - in_llvm:5.2f})")
+    print(f"all stages             {total:6.2f} s CPU (LLVM {llvm.total:5.2f}; one process)")
     print("\nkernels a stage calls, with what they trigger:")
     for name, spent in sorted(times.outer.items(), key=lambda item: -item[1]):
         print(f"  {spent:6.2f}  {name[:110]}")
