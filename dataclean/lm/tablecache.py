@@ -3,7 +3,7 @@
 Building a model's lookup tables in Python takes a few tenths of a second to a few seconds (a
 SentencePiece trie, an ARPA file's n-gram table), in every process that scores text, at every
 run. They are kept in the folder of the compiled kernels, `NUMBA_CACHE_DIR`, which importing
-dataclean sets (`dataclean.run.kernel_cache`; by default `~/.cache/dataclean/numba/`), under
+dataclean sets (`dataclean.run.kernel_cache`; by default `~/.cache/dataclean/numba/KEY/`), under
 `dataclean-lm-tables/`, one `.npz` per model file, named by the hash of the file's bytes and the
 tables' format version: a later process loads them in milliseconds. A cache that cannot be read
 or written is rebuilt or skipped, never an error.

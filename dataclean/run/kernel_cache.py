@@ -1,8 +1,13 @@
 """One numba cache for every process of a run: compiled kernels are compiled once and loaded by
 the driver and every worker (`dataclean.run.kernels` decides when each is compiled).
 
-`use_shared_cache` points numba at a per-user folder (`$XDG_CACHE_HOME/dataclean/numba`, by
-default `~/.cache/dataclean/numba`) unless `NUMBA_CACHE_DIR` is already set. It is called in
+`use_shared_cache` points numba at a per-user folder (`$XDG_CACHE_HOME/dataclean/numba/KEY`, by
+default `~/.cache/dataclean/numba/KEY`) unless `NUMBA_CACHE_DIR` is already set. KEY is a hash of
+dataclean's source files' contents (and the small data tables beside them): numba invalidates a
+cached kernel when the kernel's own file changes, not when a function it calls in another file
+does, so a kernel compiled before such a change would otherwise be loaded after it and run the old
+code. Folders of other sources not used for `STALE_DAYS` days are removed when a new one is made.
+It is called in
 `dataclean/__init__.py`, before any kernel module is imported, so every process that imports
 dataclean uses it; an embedded Ray's workers also inherit it from the driver's environment.
 (Numba's default, a `__pycache__` beside each source file, is not writable in a read-only install,
@@ -16,23 +21,69 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
 import sys
+import time
 from pathlib import Path
 
 CACHE_ENV = "NUMBA_CACHE_DIR"
+# the data tables kernels are built from (the language models' tables are cached by their bytes)
+_TABLE_FOLDERS = ("clean", "lang", "quality", "split")
+STALE_DAYS = 7
+
+
+def sources_key(package: Path) -> str:
+    """A hash of the package's Python sources and data tables, by content (not modification time,
+    so a checkout that comes back to the same files finds its kernels again)."""
+    digest = hashlib.sha1()
+    files = sorted(package.rglob("*.py"))
+    for folder in _TABLE_FOLDERS:
+        files += sorted(path for path in (package / "data" / folder).rglob("*") if path.is_file())
+    for path in files:
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _own_key() -> str:
+    return sources_key(Path(__file__).resolve().parents[1])
 
 
 def shared_cache_dir() -> Path:
-    """The per-user folder compiled kernels are cached in (see the module docstring)."""
+    """The per-user folder compiled kernels are cached in, one per source (module docstring)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "dataclean" / "numba"
+    return Path(base) / "dataclean" / "numba" / _own_key()
+
+
+def _prune_stale(folder: Path) -> None:
+    """Remove the folders of other sources beside `folder` not used for `STALE_DAYS` days."""
+    cutoff = time.time() - STALE_DAYS * 86400
+    for other in folder.parent.iterdir():
+        if other != folder and other.is_dir() and other.stat().st_mtime < cutoff:
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def _mark_used(folder: Path) -> None:
+    """Make the shared folder (pruning stale ones the first time) and note its use by its mtime."""
+    try:
+        if not folder.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            _prune_stale(folder)
+        os.utime(folder)
+    except OSError:
+        pass  # numba reports an unwritable cache itself
 
 
 def use_shared_cache() -> str:
     """Point numba at the shared cache, unless the user chose one (`NUMBA_CACHE_DIR`); returns the
     folder in use. Works whether or not numba is already imported, as long as dataclean's kernel
     modules are not (their cache locations are fixed when they are imported)."""
-    folder = os.environ.get(CACHE_ENV) or str(shared_cache_dir())
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        shared = shared_cache_dir()
+        _mark_used(shared)
+        folder = str(shared)
     os.environ[CACHE_ENV] = folder
     numba = sys.modules.get("numba")
     if numba is not None:  # numba reads the variable once, at its import

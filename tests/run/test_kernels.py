@@ -8,12 +8,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dataclean.executors.base import Executor
-from dataclean.run.kernel_cache import shared_cache_dir
+from dataclean.run.kernel_cache import shared_cache_dir, sources_key
 from dataclean.stage import Stage
 from tests.conftest import ROOT
 
@@ -64,7 +65,9 @@ def test_the_cache_is_a_per_user_folder_unless_numba_cache_dir_is_set(tmp_path: 
         env={**env, "XDG_CACHE_HOME": str(tmp_path)},
         timeout=120,
     )
-    assert found.stdout.strip() == str(tmp_path / "dataclean" / "numba"), found.stderr
+    folder = Path(found.stdout.strip())
+    assert folder.parent == tmp_path / "dataclean" / "numba", found.stderr
+    assert folder.name == sources_key(ROOT / "dataclean") and folder.is_dir()
     chosen = _python(script, {"NUMBA_CACHE_DIR": str(tmp_path / "mine")})
     assert chosen == str(tmp_path / "mine")
     # numba imported first: still the shared folder, for the kernels dataclean imports later
@@ -73,7 +76,47 @@ def test_the_cache_is_a_per_user_folder_unless_numba_cache_dir_is_set(tmp_path: 
         {"NUMBA_CACHE_DIR": str(tmp_path / "late")},
     )
     assert late == str(tmp_path / "late")
-    assert shared_cache_dir().parts[-2:] == ("dataclean", "numba")
+    assert shared_cache_dir().parts[-3:-1] == ("dataclean", "numba")
+
+
+def test_the_cache_folder_follows_the_sources_contents_not_their_times(tmp_path: Path) -> None:
+    """numba compiles a kernel again when its own file changes, not when a function it calls in
+    another file does: the folder is keyed by every source's content, so such a change gets a new
+    folder, and a file touched but unchanged keeps it."""
+    package = tmp_path / "package"
+    (package / "data" / "quality").mkdir(parents=True)
+    (package / "kernel.py").write_text("def kernel(x):\n    return helper(x)\n")
+    (package / "helper.py").write_text("def helper(x):\n    return x + 1\n")
+    (package / "data" / "quality" / "table.json").write_text("{}")
+    first = sources_key(package)
+    os.utime(package / "helper.py", (1, 1))
+    assert sources_key(package) == first
+    (package / "helper.py").write_text("def helper(x):\n    return x + 2\n")
+    assert sources_key(package) != first
+    (package / "helper.py").write_text("def helper(x):\n    return x + 1\n")
+    assert sources_key(package) == first
+    (package / "data" / "quality" / "table.json").write_text('{"a": 1}')
+    assert sources_key(package) != first
+
+
+def test_a_new_cache_folder_removes_only_stale_ones(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    parent = tmp_path / "dataclean" / "numba"
+    stale, recent = parent / "0000000000000000", parent / "1111111111111111"
+    for folder in (stale, recent):
+        (folder / "dataclean-compiled").mkdir(parents=True)
+    old = time.time() - 8 * 86400
+    os.utime(stale, (old, old))
+    found = subprocess.run(
+        [sys.executable, "-c", "import dataclean, numba; print(numba.config.CACHE_DIR)"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**env, "XDG_CACHE_HOME": str(tmp_path)},
+        timeout=120,
+    )
+    assert Path(found.stdout.strip()).is_dir(), found.stderr
+    assert not stale.exists() and recent.is_dir()
 
 
 def _cache_dir(_: int) -> str:
