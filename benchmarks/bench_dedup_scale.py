@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -111,9 +110,8 @@ def main() -> None:
         exponents["CPU seconds"] = growth(cpu)
         seconds = [(r["rows_in"], r["seconds"]) for r in runs]
         for name, points in (("seconds", seconds), ("CPU", cpu)):
-            for (small, t_small), (large, t_large) in itertools.pairwise(points):
-                slope = math.log(t_large / t_small) / math.log(large / small)
-                exponents[f"{name}, {small:,} -> {large:,}"] = slope
+            for pair in itertools.pairwise(points):
+                exponents[f"{name}, {pair[0][0]:,} -> {pair[1][0]:,}"] = growth(list(pair))
         for name, value in exponents.items():
             print(f"growth exponent, {name}: {value:.2f}")
     report = {"runs": runs, "exponents": exponents}

@@ -112,25 +112,20 @@ def gopher_lines(cps, length, flags, code, code_aware):  # type: ignore[no-untyp
     while start < length:
         while i < length and not flags[cps[i]] & F.LINE_BREAK:
             i += 1
-        if code_aware and code[start]:
-            if i < length and cps[i] == 13 and i + 1 < length and cps[i + 1] == 10:
-                i += 1
-            i += 1
-            start = i
-            continue
-        lines += 1
-        a, b = start, i
-        while a < b and flags[cps[a]] & F.SPACE:
-            a += 1
-        while b > a and flags[cps[b - 1]] & F.SPACE:
-            b -= 1
-        if b > a and (cps[a] == 0x2022 or cps[a] == 45):
-            bullets += 1
-        if b > a and (
-            cps[b - 1] == 0x2026
-            or (b - a >= 3 and cps[b - 1] == 46 and cps[b - 2] == 46 and cps[b - 3] == 46)
-        ):
-            ellipses += 1
+        if not (code_aware and code[start]):
+            lines += 1
+            a, b = start, i
+            while a < b and flags[cps[a]] & F.SPACE:
+                a += 1
+            while b > a and flags[cps[b - 1]] & F.SPACE:
+                b -= 1
+            if b > a and (cps[a] == 0x2022 or cps[a] == 45):
+                bullets += 1
+            if b > a and (
+                cps[b - 1] == 0x2026
+                or (b - a >= 3 and cps[b - 1] == 46 and cps[b - 2] == 46 and cps[b - 3] == 46)
+            ):
+                ellipses += 1
         if i < length and cps[i] == 13 and i + 1 < length and cps[i + 1] == 10:
             i += 1
         i += 1

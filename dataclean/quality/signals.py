@@ -168,7 +168,8 @@ def _inside_run(cuts, first, last, s, e):  # type: ignore[no-untyped-def]
 
 @helper
 def _url_hashes(cps, a, b):  # type: ignore[no-untyped-def]
-    """The `#` of word `cps[a:b]` if it is a link (holds `://`), else 0."""
+    """The `#` of word `cps[a:b]` if it is a link (holds `://`), else 0 (called for words with a
+    `#` only: the scan for `://` is not for every word)."""
     link = False
     for m in range(a, b - 2):
         if cps[m] == 58 and cps[m + 1] == 47 and cps[m + 2] == 47:
@@ -318,16 +319,18 @@ def _signals_kernel(  # type: ignore[no-untyped-def]
             if code_aware and code[a]:
                 code_symbols += 1  # a code token is content (no short doc), not prose to judge
                 continue
-            if code_aware:
-                url_hashes += _url_hashes(cps, a, b)  # a link's `#fragment` is no symbol-heavy prose
             symbol = True
-            has_alpha = False
+            has_alpha = has_hash = False
             for m in range(a, b):
                 f = flags[cps[m]]
                 if not f & F.PUNCTUATION:
                     symbol = False
                 if f & F.IS_ALPHA:
                     has_alpha = True
+                if cps[m] == 35:
+                    has_hash = True
+            if code_aware and has_hash:
+                url_hashes += _url_hashes(cps, a, b)  # a link's `#fragment` is no symbol-heavy prose
             if not symbol:
                 symbols += 1
                 if quoting and segmentable(cps[a]):
