@@ -23,6 +23,10 @@ with a `done.json` the driver writes once every task of the round has finished, 
 fingerprint of the inputs (summary files, their sizes, partition count): a restarted fit with
 the same fingerprint starts after the last complete round instead of from the summaries.
 
+A task reads its partition in pieces of at most `pieces.PIECE_EDGES` rows, in (node, other)
+order (`dataclean.dedup.pieces`), so its memory is one piece's even when one node holds millions
+of edges (the centre of a percolating component's star), and writes a file per piece.
+
 `LabelNodes` turns the stars into labels: for every node with an edge, its component's smallest
 node, filed by the summary file the node belongs to, so each gather task reads only its file's.
 The driver keeps nothing per row: per round, one count per task; per summary file, its count of
@@ -42,13 +46,12 @@ import numpy as np
 import pyarrow as pa
 
 from dataclean.dedup.partition import (
-    EDGE_SCHEMA,
-    distinct_edges,
     peak_memory_bytes,
     read_partition,
     write_edges,
     write_partitioned,
 )
+from dataclean.dedup.pieces import PIECE_EDGES, edge_pieces
 from dataclean.executors.base import Executor
 from dataclean.io.files import exists, fresh_folder, list_files, remove_tree
 from dataclean.io.writers import read_json, write_json
@@ -71,41 +74,69 @@ def _groups(node: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 @dataclass(frozen=True)
 class StarRound:
-    """Map task: one large-star or small-star step over partition p's edges (module docstring)."""
+    """Map task: one large-star or small-star step over partition p's edges (module docstring).
+
+    The partition is read in pieces of at most `limit` rows (`dataclean.dedup.pieces`), and the
+    edges made are written to a new file each time about `limit` are held, so a node with
+    millions of edges costs a task a piece and a file's worth at a time: a node whose edges
+    span pieces keeps, from its first piece, its smallest neighbour and its edge count, which
+    is all the step needs. The edges written are the same set whatever the pieces (a few
+    written twice, in two files: the next round reads them once)."""
 
     inputs: tuple[str, ...]
     folder: str
     partitions: int
     large: bool
+    limit: int = PIECE_EDGES
 
-    def path(self, partition: int) -> str:
-        return posixpath.join(self.folder, f"{partition:05d}.arrow")
+    def path(self, partition: int, part: int = 0) -> str:
+        return posixpath.join(self.folder, f"{partition:05d}-{part:05d}.arrow")
+
+    def _write(self, partition: int, part: int, held: list[tuple[np.ndarray, np.ndarray]]) -> int:
+        first = np.concatenate([pair[0] for pair in held]) if held else np.zeros(0, np.int64)
+        second = np.concatenate([pair[1] for pair in held]) if held else np.zeros(0, np.int64)
+        return write_edges(self.path(partition, part), first, second, self.partitions)
 
     def __call__(self, partition: int) -> tuple[int, int, int]:
         """(nodes of the input not yet in a finished star, directed edges written, peak memory)."""
-        table = read_partition(list(self.inputs), partition, EDGE_SCHEMA)
-        node, other = distinct_edges(table.column("node").to_numpy(), table.column("other").to_numpy())
-        del table
-        if len(node) == 0:
-            return 0, write_edges(self.path(partition), node, other, self.partitions), peak_memory_bytes()
-        group, nodes, smallest = _groups(node, other)
-        sizes = np.bincount(group)
-        unfinished = int(np.count_nonzero((smallest < nodes) & (sizes > 1)))
-        m = smallest[group]
-        if self.large:  # each neighbour v > u to m(u)
-            larger = other > node
-            first, second = other[larger], m[larger]
-        else:  # each neighbour v < u, and u itself, to m(u) (the smallest of u and those)
-            smaller = other < node
-            first = np.concatenate([other[smaller], nodes])
-            second = np.concatenate([m[smaller], smallest])
-        written = write_edges(self.path(partition), first, second, self.partitions)
+        unfinished = written = files = 0
+        carried: tuple[int, int, int] | None = None  # the last node read: (node, m, edges so far)
+        held: list[tuple[np.ndarray, np.ndarray]] = []  # edges made, written once `limit` are held
+        for node, other in edge_pieces(self.inputs, partition, self.limit):
+            if len(node) == 0:
+                continue
+            group, nodes, smallest = _groups(node, other)
+            sizes = np.bincount(group)
+            if carried is not None and carried[0] == nodes[0]:  # its first piece had its smallest
+                smallest[0] = carried[1]
+                sizes[0] += carried[2]
+            elif carried is not None:
+                unfinished += int(carried[1] < carried[0] and carried[2] > 1)
+            # A node is counted once all its edges are read: the last one may go on in the next piece.
+            unfinished += int(np.count_nonzero((smallest[:-1] < nodes[:-1]) & (sizes[:-1] > 1)))
+            carried = (int(nodes[-1]), int(smallest[-1]), int(sizes[-1]))
+            m = smallest[group]
+            if self.large:  # each neighbour v > u to m(u)
+                larger = other > node
+                held.append((other[larger], m[larger]))
+            else:  # each neighbour v < u, and u itself, to m(u) (the smallest of u and those)
+                smaller = other < node
+                held.append((np.concatenate([other[smaller], nodes]), np.concatenate([m[smaller], smallest])))
+            if sum(len(first) for first, _ in held) >= self.limit // 2:  # written in both directions
+                written += self._write(partition, files, held)
+                files += 1
+                held = []
+        if carried is not None:
+            unfinished += int(carried[1] < carried[0] and carried[2] > 1)
+        if held or files == 0:  # every partition leaves a file, so a round's files are complete
+            written += self._write(partition, files, held)
         return unfinished, written, peak_memory_bytes()
 
 
 @dataclass(frozen=True)
 class LabelNodes:
-    """Map task: partition p of the finished stars -> (node, root) filed by summary file.
+    """Map task: partition p of the finished stars -> (node, root) filed by summary file, read
+    in pieces as `StarRound` reads them (a node spanning pieces takes its root from its first).
 
     `starts` are the summary files' first node numbers, in order (`SourceFile.offset`); record
     batch i of the output holds the labels of file i's nodes."""
@@ -113,15 +144,25 @@ class LabelNodes:
     inputs: tuple[str, ...]
     folder: str
     starts: tuple[int, ...]
+    limit: int = PIECE_EDGES
 
     def path(self, partition: int) -> str:
         return posixpath.join(self.folder, f"{partition:05d}.arrow")
 
     def __call__(self, partition: int) -> tuple[list[int], int]:
         """(labelled nodes per summary file, peak memory)."""
-        table = read_partition(list(self.inputs), partition, EDGE_SCHEMA)
-        node, other = distinct_edges(table.column("node").to_numpy(), table.column("other").to_numpy())
-        _, nodes, roots = _groups(node, other) if len(node) else (node, node, node)
+        found_nodes, found_roots = [], []
+        last = -1  # the last node labelled: its edges may go on in the next piece
+        for node, other in edge_pieces(self.inputs, partition, self.limit):
+            if len(node) == 0:
+                continue
+            _, nodes, roots = _groups(node, other)
+            fresh = nodes != last  # only the first node of a piece can be the last one's
+            found_nodes.append(nodes[fresh])
+            found_roots.append(roots[fresh])
+            last = int(nodes[-1])
+        nodes = np.concatenate(found_nodes) if found_nodes else np.zeros(0, np.int64)
+        roots = np.concatenate(found_roots) if found_roots else np.zeros(0, np.int64)
         # Files without rows share their start with the next file: "right" picks the one with rows.
         owner = np.searchsorted(np.asarray(self.starts, dtype=np.int64), nodes, side="right") - 1
         labels = pa.table({"node": nodes, "root": roots}, schema=LABEL_SCHEMA)
@@ -181,8 +222,11 @@ class Rounds:
         return found
 
 
-def run_rounds(executor: Executor, rounds: Rounds, partitions: int) -> tuple[tuple[str, ...], int, int]:
-    """Star rounds from the last complete step until one finds its input finished.
+def run_rounds(
+    executor: Executor, rounds: Rounds, partitions: int, limit: int = PIECE_EDGES
+) -> tuple[tuple[str, ...], int, int]:
+    """Star rounds from the last complete step until one finds its input finished, each task
+    reading at most `limit` rows at once.
 
     Returns the finished stars' files, the rounds run in all (resumed ones included), and the
     tasks' peak memory. Raises when `MAX_ROUNDS` rounds do not finish (never stops early).
@@ -191,7 +235,7 @@ def run_rounds(executor: Executor, rounds: Rounds, partitions: int) -> tuple[tup
     peak = 0
     while step <= MAX_ROUNDS:
         current = rounds.files(step)
-        task = StarRound(current, rounds.begin(step + 1), partitions, large=step % 2 == 0)
+        task = StarRound(current, rounds.begin(step + 1), partitions, step % 2 == 0, limit)
         results = executor.map(task, range(partitions), light=True)
         peak = max([peak, *(found_peak for _, _, found_peak in results)])
         unfinished = sum(count for count, _, _ in results)

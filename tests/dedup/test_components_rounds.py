@@ -25,7 +25,8 @@ from scipy.sparse.csgraph import connected_components
 from dataclean import columns as C
 from dataclean.dedup.components import Components
 from dataclean.dedup.connect import LabelNodes, Rounds, load_labels, run_rounds
-from dataclean.dedup.partition import write_edges
+from dataclean.dedup.partition import distinct_edges, write_edges
+from dataclean.dedup.pieces import PIECE_EDGES, edge_pieces
 from dataclean.executors.local import LocalExecutor
 from dataclean.io.files import fresh_folder
 from dataclean.stage import FitContext
@@ -63,16 +64,16 @@ def scipy_labels(nodes: int, edges: np.ndarray) -> np.ndarray:
 
 
 def distributed_labels(
-    nodes: int, edges: np.ndarray, partitions: int, folder: Path
+    nodes: int, edges: np.ndarray, partitions: int, folder: Path, limit: int = PIECE_EDGES
 ) -> tuple[np.ndarray, int]:
     rounds = Rounds(str(folder / "components"), "test")
     first = rounds.begin(0)
     for number, part in enumerate(np.array_split(edges, 3)):  # three reduce tasks' worth of files
         write_edges(f"{first}/{number:05d}.arrow", part[:, 0], part[:, 1], partitions)
     rounds.finish(0, {})
-    stars, count, _ = run_rounds(LocalExecutor(), rounds, partitions)
+    stars, count, _ = run_rounds(LocalExecutor(), rounds, partitions, limit)
     starts = (0, 1000, 1000, 2500)  # four summary files, one of them empty
-    labeller = LabelNodes(stars, fresh_folder(str(folder / "labels")), starts)
+    labeller = LabelNodes(stars, fresh_folder(str(folder / "labels")), starts, limit)
     LocalExecutor().map(labeller, range(partitions))
     files = tuple(labeller.path(p) for p in range(partitions))
     bounds = [*starts, nodes]
@@ -92,6 +93,62 @@ def test_rounds_find_scipys_components_and_the_union_finds(
     union_find.add(edges[edges[:, 0] != edges[:, 1]])
     assert np.array_equal(found, union_find.labels())
     assert count > 2  # the path takes several rounds
+
+
+def hub_graph(seed: int) -> tuple[int, np.ndarray]:
+    """`graph` plus hubs: one node joined to a third of the nodes, and one in the middle of the
+    numbering joined to a few hundred others, so that a hub's edges fill several pieces."""
+    nodes, edges = graph(seed)
+    rng = np.random.default_rng(seed + 10)
+    hub, middle = rng.integers(0, nodes, size=2)
+    spokes = rng.choice(nodes, size=nodes // 3, replace=False)
+    more = rng.choice(nodes, size=300, replace=False)
+    hubs = np.concatenate(
+        [
+            np.stack([np.full(len(spokes), hub), spokes], axis=1),
+            np.stack([more, np.full(300, middle)], axis=1),
+        ]
+    )
+    return nodes, np.concatenate([edges, hubs])
+
+
+@pytest.mark.parametrize("limit", [600, 2500])
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_rounds_reading_in_pieces_find_the_same_components(
+    limit: int, partitions: int, tmp_path: Path
+) -> None:
+    """A hub's edges spread over many pieces of its partition: still scipy's components."""
+    nodes, edges = hub_graph(partitions)
+    found, _ = distributed_labels(nodes, edges, partitions, tmp_path, limit)
+    assert np.array_equal(found, scipy_labels(nodes, edges))
+    union_find = Components(nodes)
+    union_find.add(edges[edges[:, 0] != edges[:, 1]])
+    assert np.array_equal(found, union_find.labels())
+
+
+@pytest.mark.parametrize("limit", [1, 5, 100, 10**6])
+def test_pieces_are_the_partitions_distinct_edges_in_order(limit: int, tmp_path: Path) -> None:
+    _, edges = hub_graph(0)
+    paths = []
+    for number, part in enumerate(np.array_split(edges, 4)):  # overlapping files: shared edges
+        paths.append(str(tmp_path / f"{number}.arrow"))
+        write_edges(
+            paths[-1],
+            np.concatenate([part[:, 0], edges[:50, 0]]),
+            np.concatenate([part[:, 1], edges[:50, 1]]),
+            3,
+        )
+    for partition in range(3):
+        pieces = list(edge_pieces(tuple(paths), partition, limit))
+        node = np.concatenate([piece[0] for piece in pieces])
+        other = np.concatenate([piece[1] for piece in pieces])
+        both_ways = np.concatenate([edges, edges[:, ::-1]])
+        mine = both_ways[both_ways[:, 0] % 3 == partition]
+        expected = distinct_edges(mine[:, 0], mine[:, 1])
+        assert np.array_equal(node, expected[0]) and np.array_equal(other, expected[1])
+        # No piece holds more than `limit` rows (or one row of each file, when there are more).
+        assert all(len(piece[0]) <= max(limit, len(paths)) for piece in pieces)
+        assert len(pieces) > 1 or limit >= len(both_ways)
 
 
 def chain_corpus(chains: int = 3, length: int = 40, seed: int = 5) -> pa.Table:
