@@ -79,7 +79,7 @@ from dataclean.dedup.stream import (
     decide_component,
 )
 from dataclean.dedup.summary import SUMMARY_SCHEMA
-from dataclean.io.files import read_parquet
+from dataclean.io.files import atomic_output, read_parquet
 
 CANDIDATE_SCHEMA = pa.schema(
     [
@@ -167,20 +167,9 @@ class ClusterCandidates:
         )
         decided = np.flatnonzero((kind != UNIQUE) & ~table.column("earlier").to_numpy(False))
         ids = table.column("id")
-        names = np.array([""] + [KIND_NAMES[k] for k in (KEPT, EXACT, NEAR)], dtype=object)
-        decisions = pa.table(
-            {
-                "id": ids.take(pa.array(decided)),
-                "kept": ids.take(pa.array(target[decided])),
-                "kind": pa.array(names[kind[decided]], pa.string()),
-                "score": pa.array(score[decided]).cast(pa.float64()),
-            },
-            schema=DECISION_SCHEMA,
-        )
         shard = table.column("shard").to_numpy()[decided]  # 0 where the shards are not known
-        write_partitioned(
-            posixpath.join(self.folder, f"{partition:05d}.arrow"), decisions, shard, self.shards
-        )
+        path = posixpath.join(self.folder, f"{partition:05d}.arrow")
+        write_decisions(path, ids, decided, shard, self.shards, (kind, target, score))
         counts: dict[str, Any] = {name: int(np.sum(kind[decided] == k)) for k, name in KIND_NAMES.items()}
         counts["candidates"] = table.num_rows
         counts["comparisons"] = checks
@@ -191,6 +180,35 @@ class ClusterCandidates:
         removed = np.isin(kind, (EXACT, NEAR)) & ~table.column("earlier").to_numpy(False)
         counts["removed_by_source"] = source_counts(table.column("source"), removed)
         return counts, peak_memory_bytes()
+
+
+def write_decisions(
+    path: str,
+    ids: pa.ChunkedArray,
+    decided: np.ndarray,
+    shard: np.ndarray,
+    shards: int,
+    decision: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """The decided rows' (id, kept id, kind, score) as one Arrow file whose record batch s holds
+    shard s's, in keep order (`partition.write_partitioned`'s layout), built a shard at a time:
+    a partition holding a percolating component decides millions of rows, and a table of all
+    their decisions and its reordered copy (about 150 B a row) would outgrow its small columns."""
+    kind, target, score = decision
+    names = np.array([""] + [KIND_NAMES[k] for k in (KEPT, EXACT, NEAR)], dtype=object)
+    order = decided[np.argsort(shard, kind="stable")]
+    bounds = np.zeros(shards + 1, dtype=np.int64)
+    np.cumsum(np.bincount(shard, minlength=shards), out=bounds[1:])
+    with atomic_output(path) as sink, pa.ipc.new_file(sink, DECISION_SCHEMA) as writer:
+        for number in range(shards):
+            rows = order[bounds[number] : bounds[number + 1]]
+            columns = [
+                ids.take(pa.array(rows)).combine_chunks(),
+                ids.take(pa.array(target[rows])).combine_chunks(),
+                pa.array(names[kind[rows]], pa.string()),
+                pa.array(score[rows]).cast(pa.float64()),
+            ]
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=DECISION_SCHEMA))
 
 
 @nb.njit(cache=True, nogil=True)
