@@ -32,8 +32,9 @@ import pyarrow as pa
 from dataclean.dedup.partition import EDGE_SCHEMA, distinct_edges, read_partition
 from dataclean.io.files import open_input
 
-# The most rows of a partition's files held at once (16 B each: 32 MB of them as read).
-PIECE_EDGES = 2 << 20
+# The most rows of a partition's files held at once (16 B each: 16 MB of them as read; a round
+# makes of a piece about 150 B a row at its peak, sorts and the edges it writes included).
+PIECE_EDGES = 1 << 20
 
 
 def _columns(stack: ExitStack, path: str, partition: int) -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +62,9 @@ def edge_pieces(
             sizes.append(len(_columns(stack, path, partition)[0]))
     if sum(sizes) <= limit:
         table = read_partition(list(paths), partition, EDGE_SCHEMA)
-        yield distinct_edges(table.column("node").to_numpy(), table.column("other").to_numpy())
+        whole = distinct_edges(table.column("node").to_numpy(), table.column("other").to_numpy())
+        del table  # not held while the caller works on the piece
+        yield whole
         return
     starts = [0] * len(paths)
     while True:
@@ -91,4 +94,9 @@ def edge_pieces(
                 starts[number] = end
         if not moved:  # rows of a file are distinct and sorted (`write_edges`), so never here
             raise RuntimeError(f"dedup: edge files of partition {partition} are not sorted and distinct")
-        yield distinct_edges(np.concatenate(nodes), np.concatenate(others))
+        # Nothing of the files (their views keep the maps alive) nor the copies is held while
+        # the caller works on the piece.
+        del columns, node, other
+        piece = distinct_edges(np.concatenate(nodes), np.concatenate(others))
+        del nodes, others
+        yield piece
