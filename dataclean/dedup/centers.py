@@ -32,6 +32,7 @@ from dataclean.jit import helper
 # A ranking key: shared-token count (complemented, so more sorts first) above, center below.
 _CENTER_BITS = 40
 _MOST_SHARED = (1 << 22) - 1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, as `sets.slot`'s
 
 
 @helper
@@ -54,11 +55,14 @@ def best_center(  # type: ignore[no-untyped-def]
     """(center, similarity, comparisons) for member `x` (its set at `offsets[x]` in `values`,
     its tokens `tokens[token_start:token_end]`); center -1 when none reaches `threshold`.
     `token_table`: (keys, filled, start, length); `entries`: (entry_center,); `marks`:
-    (seen, found, ranked) scratch arrays of the centers' size (`seen`: two columns, the mark and
-    the count), `mark` this member's mark."""
+    (found, ranked, local) scratch arrays: `found` and `ranked` as long as the entries a member
+    may visit, `local` the centers seen (`_seen`), `mark` this member's mark (distinct per member
+    of a decision)."""
     token_keys, token_filled, token_start_at, token_length = token_table
     entry_center = entries[0]
-    seen, found, ranked = marks
+    found, ranked, local = marks
+    local_mask = len(local) - 1
+    local_shift = np.uint64(64 - _bits_of(len(local)))
     size = offsets[x + 1] - offsets[x]
     count = 0
     for k in range(token_start, token_end):
@@ -68,20 +72,23 @@ def best_center(  # type: ignore[no-untyped-def]
         begin = token_start_at[place]
         for entry in range(begin, begin + token_length[place]):
             center = entry_center[entry]
-            if seen[center, 0] != mark:
-                seen[center, 0] = mark
+            at = np.int64((np.uint64(center) * _GOLDEN) >> local_shift)
+            while local[at, 0] == mark and local[at, 1] != center:
+                at = (at + 1) & local_mask
+            if local[at, 0] != mark:
+                local[at, 0], local[at, 1] = mark, center
                 other = offsets[center + 1] - offsets[center]
                 if exact_jaccard and min(size, other) < threshold * max(size, other) - 1e-9:
-                    seen[center, 1] = -1
+                    local[at, 2] = -1
                     continue
-                seen[center, 1] = 0
-                found[count] = center
+                local[at, 2] = 1
+                found[count], ranked[count] = center, at
                 count += 1
-            if seen[center, 1] >= 0:
-                seen[center, 1] += 1
+            elif local[at, 2] >= 0:
+                local[at, 2] += 1
     if count > max_checks:
         for j in range(count):
-            most_shared = min(seen[found[j], 1], _MOST_SHARED)
+            most_shared = min(local[ranked[j], 2], _MOST_SHARED)
             ranked[j] = ((np.int64(_MOST_SHARED + 1) - most_shared) << _CENTER_BITS) | found[j]
         heap_sort(ranked, count)
         for j in range(max_checks):
@@ -100,6 +107,22 @@ def best_center(  # type: ignore[no-untyped-def]
         ):
             best, best_similarity = center, similarity
     return best, best_similarity, count
+
+
+def seen_table(visits: int) -> np.ndarray:
+    """`best_center`'s table of the centers a member has seen, for members visiting at most
+    `visits` entries: a power of two of at least twice as many slots (stamp, center, count),
+    stamped -1 (no member's mark)."""
+    return np.full((1 << max(1, (2 * max(1, visits) - 1).bit_length()), 3), -1, np.int64)
+
+
+@helper
+def _bits_of(power: int) -> int:
+    """log2 of a power of two."""
+    bits = 0
+    while (1 << bits) < power:
+        bits += 1
+    return bits
 
 
 @helper

@@ -48,7 +48,7 @@ from typing import Any, BinaryIO, Protocol
 import numba as nb
 import numpy as np
 
-from dataclean.dedup.centers import best_center, file_center
+from dataclean.dedup.centers import best_center, file_center, seen_table
 from dataclean.dedup.sets import (
     COUNTER_BITS,
     PositionTable,
@@ -125,23 +125,19 @@ def exact_followers(exact: np.ndarray, earlier: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Filed:
-    """The near pass's state between chunks: the token table, its entries (member numbers), and
-    per member (`seen`) the mark and shared-token count `centers.best_center` keeps."""
+    """The near pass's state between chunks: the token table and its entries (member numbers).
+    (It also held a mark and a shared-token count per member for `centers.best_center`, 16 bytes
+    a member: a member's centers are now counted in a small table of its own.)"""
 
-    members: int
     bits: int = 4
     keys: np.ndarray = field(default_factory=lambda: np.empty(16, np.uint64))
     filled: np.ndarray = field(default_factory=lambda: np.zeros(16, np.bool_))
     start: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
     length: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
     entry_center: np.ndarray = field(default_factory=lambda: np.empty(16, np.int32))
-    seen: np.ndarray = field(init=False)
     # centers filed, entry slots used, distinct tokens, similarities computed, members looked
     # up, entries filed
     state: np.ndarray = field(default_factory=lambda: np.zeros(6, np.int64))
-
-    def __post_init__(self) -> None:
-        self.seen = np.full((max(1, self.members), 2), -1, np.int64)
 
     def reserve(self, tokens: int, max_postings: int) -> None:
         """Room for a chunk's `tokens` tokens."""
@@ -163,7 +159,7 @@ class _Filed:
 
     def held_bytes(self) -> int:
         """Bytes of the arrays held between chunks."""
-        arrays = (self.keys, self.filled, self.start, self.length, self.entry_center, self.seen)
+        arrays = (self.keys, self.filled, self.start, self.length, self.entry_center)
         return sum(array.nbytes for array in arrays)
 
 
@@ -269,7 +265,7 @@ def _decide_near(
         # A hash table: a chunk's prefixes are looked up in it (a binary search over the
         # sorted tokens took a fifth of a 1.2M-row component's time).
         shared = position_table(_shared_prefixes(spill, lengths, threshold, counters, stats))
-    filed = _Filed(len(members))
+    filed = _Filed()
     ranges = spill.ranges()  # closes the spill: written whole
     with _Mapped(spill.values_path, np.uint32) as values, _Mapped(spill.offsets_path, np.int64) as offsets:
         for index, (first, last) in enumerate(ranges):
@@ -282,7 +278,7 @@ def _decide_near(
             filed.reserve(len(tokens), int(limits[0]))
             per_row = int(np.diff(token_offsets).max(initial=0))
             found = max(1, per_row * int(limits[0]))
-            scratch = np.empty(found, np.int64), np.empty(found, np.int64)
+            scratch = np.empty(found, np.int64), np.empty(found, np.int64), seen_table(found)
             _stream_kernel(
                 members,
                 first,
@@ -300,7 +296,7 @@ def _decide_near(
                 score,
                 (filed.keys, filed.filled, filed.start, filed.length),
                 (filed.entry_center,),
-                (filed.seen, *scratch),
+                scratch,
                 filed.state,
                 filed.bits,
             )

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 
 from dataclean.dedup.alarms import largest_clusters, source_counts
 from dataclean.dedup.candidates import PartitionRows
-from dataclean.dedup.centers import best_center, file_center
+from dataclean.dedup.centers import best_center, file_center, seen_table
 from dataclean.dedup.connect import load_labels
 from dataclean.dedup.partition import (
     SourceFile,
@@ -117,7 +117,8 @@ class GatherCandidates:
     def path(self, index: int) -> str:
         return posixpath.join(self.folder, f"{index:06d}.arrow")
 
-    def __call__(self, source: SourceFile) -> tuple[int, int]:
+    def __call__(self, source: SourceFile) -> tuple[np.ndarray, int]:
+        """Rows sent to each partition; the peak memory."""
         labels = load_labels(self.label_files, source.index, source.offset, source.rows)
         rows = np.flatnonzero(labels >= 0)
         summary = read_parquet(source.path, schema=SUMMARY_SCHEMA).take(pa.array(rows))
@@ -139,8 +140,9 @@ class GatherCandidates:
             },
             schema=CANDIDATE_SCHEMA,
         )
-        write_partitioned(self.path(source.index), table, roots % self.partitions, self.partitions)
-        return len(rows), peak_memory_bytes()
+        partition = roots % self.partitions
+        write_partitioned(self.path(source.index), table, partition, self.partitions)
+        return np.bincount(partition, minlength=self.partitions), peak_memory_bytes()
 
 
 @dataclass(frozen=True)
@@ -220,11 +222,11 @@ def _decide_kernel(
     and scratch arrays are allocated by `decide` (`dataclean.jit`): exact hashes (per partition:
     they never cross components), tokens (cleared after each component: prefix shingles do cross
     components), posting entries (`centers.file_center`: 4 slots a token of the largest
-    component), and per-row marks for counting shared tokens."""
+    component), and a member's scratch for the centers it finds (`centers.best_center`)."""
     max_postings, max_checks = limits[0], limits[1]
     text_keys, text_filled, first_with_text = text_table
     token_keys, token_filled, token_length = token_table[0], token_table[1], token_table[3]
-    seen, found, ranked, used = scratch
+    found, ranked, local, used = scratch
     text_bits, token_bits = bits
     checks = 0
     for component in range(len(bounds) - 1):
@@ -250,7 +252,7 @@ def _decide_kernel(
                     token_offsets[x + 1],
                     token_table,
                     entries,
-                    (seen, found, ranked),
+                    (found, ranked, local),
                     x,
                     sketch,
                     sketch_offsets,
@@ -426,9 +428,9 @@ def decide(
         ),
         (np.empty(max(1, 4 * most), np.int32),),
         (
-            np.full((count, 2), -1, np.int64),
             np.empty(found, np.int64),
             np.empty(found, np.int64),
+            seen_table(found),
             np.empty(max(1, most), np.int64),
         ),
         (text_bits, token_bits),
