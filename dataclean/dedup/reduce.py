@@ -224,8 +224,8 @@ def find_duplicates(
         # worker count) then starts at once, and the other workers decide the rest beside it;
         # in partition order it could start last, with the other workers idle through it.
         largest_first = [int(p) for p in np.argsort(-partition_rows, kind="stable")]
-        ordered = executor.map(clusterer, largest_first, light=True)
-        cluster_results = [result for _, result in sorted(zip(largest_first, ordered, strict=True), key=_first)]
+        ordered = zip(largest_first, executor.map(clusterer, largest_first, light=True), strict=True)
+        cluster_results = [result for _, result in sorted(ordered, key=_first)]
         for partition_counts, peak in cluster_results:
             worker_peak = max(worker_peak, peak)
             largest.append(partition_counts.pop("largest"))
