@@ -48,7 +48,15 @@ from typing import Any, BinaryIO, Protocol
 import numba as nb
 import numpy as np
 
-from dataclean.dedup.centers import best_center, file_center, seen_table
+from dataclean.dedup.centers import (
+    EMPTY,
+    best_center,
+    claim_slot,
+    file_center,
+    seen_table,
+    token_slot,
+    token_table,
+)
 from dataclean.dedup.sets import (
     COUNTER_BITS,
     PositionTable,
@@ -58,7 +66,6 @@ from dataclean.dedup.sets import (
     prefix_lengths,
     repeated,
     select_kernel,
-    slot,
     sorted_sets,
     table_bits,
 )
@@ -130,10 +137,7 @@ class _Filed:
     a member: a member's centers are now counted in a small table of its own.)"""
 
     bits: int = 4
-    keys: np.ndarray = field(default_factory=lambda: np.empty(16, np.uint64))
-    filled: np.ndarray = field(default_factory=lambda: np.zeros(16, np.bool_))
-    start: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
-    length: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    table: np.ndarray = field(default_factory=lambda: token_table(4))
     entry_center: np.ndarray = field(default_factory=lambda: np.empty(16, np.int32))
     # centers filed, entry slots used, distinct tokens, similarities computed, members looked
     # up, entries filed
@@ -150,16 +154,13 @@ class _Filed:
         self.entry_center = _grown(self.entry_center, slots, used)
         bits = table_bits(distinct + tokens)
         if bits > self.bits:
-            table = np.empty(1 << bits, np.uint64), np.zeros(1 << bits, np.bool_)
-            moved = np.empty(1 << bits, np.int64), np.empty(1 << bits, np.int64)
-            _rehash(self.keys, self.filled, self.start, self.length, *table, *moved, bits)
-            self.keys, self.filled = table
-            self.start, self.length = moved
-            self.bits = bits
+            table = token_table(bits)
+            _rehash(self.table, table, bits)
+            self.table, self.bits = table, bits
 
     def held_bytes(self) -> int:
         """Bytes of the arrays held between chunks."""
-        arrays = (self.keys, self.filled, self.start, self.length, self.entry_center)
+        arrays = (self.table, self.entry_center)
         return sum(array.nbytes for array in arrays)
 
 
@@ -294,7 +295,7 @@ def _decide_near(
                 kind,
                 target,
                 score,
-                (filed.keys, filed.filled, filed.start, filed.length),
+                filed.table,
                 (filed.entry_center,),
                 scratch,
                 filed.state,
@@ -476,13 +477,12 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @nb.njit(cache=True, nogil=True)
-def _rehash(keys, filled, start, length, new_keys, new_filled, new_start, new_length, bits):  # type: ignore[no-untyped-def]
-    """Move the token table into a larger one (arrays allocated by `_Filed.reserve`)."""
-    for i in range(len(keys)):
-        if filled[i]:
-            place = slot(new_keys, new_filled, keys[i], bits)
-            new_keys[place], new_filled[place] = keys[i], True
-            new_start[place], new_length[place] = start[i], length[i]
+def _rehash(table, new_table, bits):  # type: ignore[no-untyped-def]
+    """Move the token table into a larger one (allocated by `_Filed.reserve`)."""
+    for i in range(len(table)):
+        if table[i, 1] != EMPTY:
+            place = token_slot(new_table, table[i, 0], bits)
+            new_table[place, 0], new_table[place, 1] = table[i, 0], table[i, 1]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -512,7 +512,6 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
     member, which is keep order, so ties break as in `_decide_kernel`; every member's set is
     `values[offsets[m]:offsets[m + 1]]` (the spill, mapped)."""
     max_postings, max_checks = limits[0], limits[1]
-    token_keys, token_filled, token_length = table[0], table[1], table[3]
     for i in range(len(earlier)):
         if follower[i]:
             continue
@@ -545,10 +544,8 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
                 continue
         filed = False
         for k in range(token_offsets[i], token_offsets[i + 1]):
-            place = slot(token_keys, token_filled, tokens[k], bits)
-            if not token_filled[place]:
-                token_keys[place], token_filled[place] = tokens[k], True
-                token_length[place] = 0
+            place = token_slot(table, tokens[k], bits)
+            if claim_slot(table, place, tokens[k]):
                 state[2] += 1
             filed_here, state[1] = file_center(table, entries, place, x, max_postings, state[1])
             if filed_here:

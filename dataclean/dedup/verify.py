@@ -55,7 +55,15 @@ import pyarrow.compute as pc
 
 from dataclean.dedup.alarms import largest_clusters, source_counts
 from dataclean.dedup.candidates import PartitionRows
-from dataclean.dedup.centers import best_center, file_center, seen_table
+from dataclean.dedup.centers import (
+    EMPTY,
+    best_center,
+    claim_slot,
+    file_center,
+    seen_table,
+    token_slot,
+    token_table,
+)
 from dataclean.dedup.connect import load_labels
 from dataclean.dedup.partition import (
     SourceFile,
@@ -213,7 +221,7 @@ def _decide_kernel(
     target: np.ndarray,
     score: np.ndarray,
     text_table: tuple[np.ndarray, np.ndarray, np.ndarray],
-    token_table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    tokens_filed: np.ndarray,
     entries: tuple[np.ndarray],
     scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     bits: tuple[int, int],
@@ -225,7 +233,6 @@ def _decide_kernel(
     component), and a member's scratch for the centers it finds (`centers.best_center`)."""
     max_postings, max_checks = limits[0], limits[1]
     text_keys, text_filled, first_with_text = text_table
-    token_keys, token_filled, token_length = token_table[0], token_table[1], token_table[3]
     found, ranked, local, used = scratch
     text_bits, token_bits = bits
     checks = 0
@@ -250,7 +257,7 @@ def _decide_kernel(
                     token_values,
                     token_offsets[x],
                     token_offsets[x + 1],
-                    token_table,
+                    tokens_filed,
                     entries,
                     (found, ranked, local),
                     x,
@@ -270,15 +277,13 @@ def _decide_kernel(
                     continue
             if do_near:  # x is kept: later members may be its near duplicates
                 for k in range(token_offsets[x], token_offsets[x + 1]):
-                    place = slot(token_keys, token_filled, token_values[k], token_bits)
-                    if not token_filled[place]:
-                        token_keys[place], token_filled[place] = token_values[k], True
-                        token_length[place] = 0
+                    place = token_slot(tokens_filed, token_values[k], token_bits)
+                    if claim_slot(tokens_filed, place, token_values[k]):
                         used[used_count] = place
                         used_count += 1
-                    entry_count = file_center(token_table, entries, place, x, max_postings, entry_count)[1]
+                    entry_count = file_center(tokens_filed, entries, place, x, max_postings, entry_count)[1]
         for i in range(used_count):
-            token_filled[used[i]] = False
+            tokens_filed[used[i], 1] = EMPTY
     return checks
 
 
@@ -420,12 +425,7 @@ def decide(
             np.zeros(1 << text_bits, np.bool_),
             np.empty(1 << text_bits, np.int64),
         ),
-        (
-            np.empty(1 << token_bits, np.uint64),
-            np.zeros(1 << token_bits, np.bool_),
-            np.empty(1 << token_bits, np.int64),
-            np.empty(1 << token_bits, np.int64),
-        ),
+        token_table(token_bits),
         (np.empty(max(1, 4 * most), np.int32),),
         (
             np.empty(found, np.int64),
