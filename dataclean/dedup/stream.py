@@ -41,6 +41,7 @@ import mmap
 import os
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
@@ -268,14 +269,28 @@ def _decide_near(
         shared = position_table(_shared_prefixes(spill, lengths, threshold, counters, stats))
     filed = _Filed()
     ranges = spill.ranges()  # closes the spill: written whole
-    with _Mapped(spill.values_path, np.uint32) as values, _Mapped(spill.offsets_path, np.int64) as offsets:
+
+    def lookup_tokens(index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Chunk `index`'s lookup tokens: its shared prefix shingles, or its LSH keys."""
+        if shared is None:
+            first, last = ranges[index]
+            return reader.keys(members[first:last])
+        sets, set_offsets = spill.read(index)
+        return _chunk_tokens(sets, set_offsets, threshold, counters, shared)
+
+    with (
+        _Mapped(spill.values_path, np.uint32) as values,
+        _Mapped(spill.offsets_path, np.int64) as offsets,
+        ThreadPoolExecutor(1, thread_name_prefix="dataclean-tokens") as ahead,
+    ):
+        # The next chunk's tokens are read and selected in a thread while the kernel (which
+        # releases the interpreter) decides this one: on another core when one is free.
+        upcoming = ahead.submit(lookup_tokens, 0) if ranges else None
         for index, (first, last) in enumerate(ranges):
-            rows = members[first:last]
-            if shared is not None:
-                sets, set_offsets = spill.read(index)
-                tokens, token_offsets = _chunk_tokens(sets, set_offsets, threshold, counters, shared)
-            else:
-                tokens, token_offsets = reader.keys(rows)
+            assert upcoming is not None
+            tokens, token_offsets = upcoming.result()
+            if index + 1 < len(ranges):
+                upcoming = ahead.submit(lookup_tokens, index + 1)
             filed.reserve(len(tokens), int(limits[0]))
             per_row = int(np.diff(token_offsets).max(initial=0))
             found = max(1, per_row * int(limits[0]))
