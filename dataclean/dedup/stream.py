@@ -40,11 +40,11 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 import numba as nb
 import numpy as np
@@ -77,6 +77,7 @@ CHUNK_VALUES = 4 << 20
 # Pass 2 holds at most about this many prefix tokens at once (8 bytes each: 64 MB); a
 # component with more spills them to local disk, 8 bytes a token.
 SHARED_TOKENS = 8 << 20
+_Result = TypeVar("_Result")
 # Decision kinds (`dataclean.dedup.verify`); the last three are also the reasons' prefixes.
 UNIQUE, KEPT, EXACT, NEAR = 0, 1, 2, 3
 
@@ -278,19 +279,9 @@ def _decide_near(
         sets, set_offsets = spill.read(index)
         return _chunk_tokens(sets, set_offsets, threshold, counters, shared)
 
-    with (
-        _Mapped(spill.values_path, np.uint32) as values,
-        _Mapped(spill.offsets_path, np.int64) as offsets,
-        ThreadPoolExecutor(1, thread_name_prefix="dataclean-tokens") as ahead,
-    ):
-        # The next chunk's tokens are read and selected in a thread while the kernel (which
-        # releases the interpreter) decides this one: on another core when one is free.
-        upcoming = ahead.submit(lookup_tokens, 0) if ranges else None
-        for index, (first, last) in enumerate(ranges):
-            assert upcoming is not None
-            tokens, token_offsets = upcoming.result()
-            if index + 1 < len(ranges):
-                upcoming = ahead.submit(lookup_tokens, index + 1)
+    with _Mapped(spill.values_path, np.uint32) as values, _Mapped(spill.offsets_path, np.int64) as offsets:
+        looked_up = _ahead(lookup_tokens, len(ranges))
+        for (first, last), (tokens, token_offsets) in zip(ranges, looked_up, strict=True):
             filed.reserve(len(tokens), int(limits[0]))
             per_row = int(np.diff(token_offsets).max(initial=0))
             found = max(1, per_row * int(limits[0]))
@@ -412,14 +403,35 @@ def _spill_sets(
     shingles counted: the component's frequencies (`dataclean.dedup.sets` counters)."""
     bits = COUNTER_BITS
     counters = np.zeros(1 << bits if verify else 1, dtype=np.uint8)
-    for first, last in chunks(lengths, 0, len(members), chunk):
+    ranges = list(chunks(lengths, 0, len(members), chunk))
+
+    def read(index: int) -> tuple[np.ndarray, np.ndarray]:
+        first, last = ranges[index]
         sets, set_offsets = reader.sketches(members[first:last])
         stats.saw(last - first, len(sets))
+        return sorted_sets(sets, set_offsets) if verify else (sets, set_offsets)
+
+    for sets, set_offsets in _ahead(read, len(ranges)):
         if verify:
-            sets, set_offsets = sorted_sets(sets, set_offsets)
             count_kernel(sets, set_offsets, counters, bits)
         spill.add(sets, set_offsets)
     return counters, bits
+
+
+def _ahead(work: Callable[[int], _Result], count: int) -> Iterator[_Result]:
+    """work(0), ..., work(count - 1) in order, each next one computed in a thread while the
+    caller uses this one: the passes' reading and sorting (numpy, Arrow and `nogil` kernels,
+    which release the interpreter) overlap their counting, spilling and deciding, on another
+    core when one is free (a large component's task is one, and often the last one running)."""
+    if count == 0:
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="dataclean-ahead") as pool:
+        upcoming = pool.submit(work, 0)
+        for index in range(count):
+            result = upcoming.result()
+            if index + 1 < count:
+                upcoming = pool.submit(work, index + 1)
+            yield result
 
 
 def _prefixes(
@@ -446,19 +458,27 @@ def _shared_prefixes(
     """Pass 2: the prefix tokens two prefixes or more of the component hold, sorted, exactly as
     `sets.prefix_tokens` keeps them. Held in memory when they are at most `SHARED_TOKENS` (an
     upper bound from the raw lengths); else spilled to this machine's temporary folder by hash,
-    in as many parts as keep each part under that, then each part read back, sorted and its
-    repeated tokens kept: one pass over the component either way, and a part in memory."""
-    parts = max(1, -(-int(prefix_lengths(lengths, threshold).sum()) // SHARED_TOKENS))
+    in as many parts as keep each part under half that, then each part read back, sorted and
+    its repeated tokens kept, two parts at once: one pass over the component either way, and at
+    most `SHARED_TOKENS` in memory (held, in two halves by hash)."""
+    most = int(prefix_lengths(lengths, threshold).sum())
+    # Spilled parts of at most half `SHARED_TOKENS` each: two are sorted at once.
+    parts = 1 if most <= SHARED_TOKENS else -(-2 * most // SHARED_TOKENS)
     with tempfile.TemporaryDirectory(prefix="dataclean-prefixes-") as folder, ExitStack() as stack:
         paths = [os.path.join(folder, f"{part:05d}") for part in range(parts)]
         spills = [stack.enter_context(open(path, "wb")) for path in paths] if parts > 1 else []
-        held = []
-        for index in range(len(spill.pieces)):
+        held: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+
+        def select(index: int) -> np.ndarray:
             sets, set_offsets = spill.read(index)
             stats.saw(len(set_offsets) - 1, len(sets))
-            prefixes, _ = _prefixes(sets, set_offsets, threshold, counters)
-            if parts == 1:
-                held.append(prefixes)
+            return _prefixes(sets, set_offsets, threshold, counters)[0]
+
+        for prefixes in _ahead(select, len(spill.pieces)):
+            if parts == 1:  # held in two halves by hash, sorted side by side below
+                half = (prefixes * _GOLDEN) >> np.uint64(63) == 1
+                held[0].append(prefixes[~half])
+                held[1].append(prefixes[half])
                 continue
             part_of = ((prefixes * _GOLDEN) % np.uint64(parts)).astype(np.int64)
             ordered = prefixes[np.argsort(part_of, kind="stable")]
@@ -466,11 +486,18 @@ def _shared_prefixes(
             ends = np.cumsum(sizes)
             for part in np.flatnonzero(sizes):
                 ordered[ends[part] - sizes[part] : ends[part]].tofile(spills[part])
-        if parts == 1:
-            return repeated(np.sort(np.concatenate(held))) if held else np.zeros(0, np.uint64)
         for part_file in spills:
             part_file.close()
-        shared = [repeated(np.sort(np.fromfile(path, dtype=np.uint64))) for path in paths]
+        # Parts hold distinct tokens: each part's repeated ones are the component's. Two parts
+        # at a time (numpy's sort releases the interpreter), on two cores when both are free.
+
+        def shared_in(part: int) -> np.ndarray:
+            if parts > 1:
+                return repeated(np.sort(np.fromfile(paths[part], dtype=np.uint64)))
+            return repeated(np.sort(np.concatenate(held[part]))) if held[part] else np.zeros(0, np.uint64)
+
+        with ThreadPoolExecutor(2, thread_name_prefix="dataclean-sort") as pool:
+            shared = list(pool.map(shared_in, range(max(2, parts))))
     return np.sort(np.concatenate(shared))
 
 
