@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataclean.dedup.sets import agreement, heap_sort, jaccard_at_least
+from dataclean.dedup.sets import agreement, heap_sort, jaccard_at_least, may_reach
 from dataclean.jit import helper
 
 # A ranking key: shared-token count (complemented, so more sorts first) above, center below.
@@ -79,6 +79,7 @@ def best_center(  # type: ignore[no-untyped-def]
     mark,
     values,
     offsets,
+    bitmaps,
     x,
     threshold,
     exact_jaccard,
@@ -87,9 +88,11 @@ def best_center(  # type: ignore[no-untyped-def]
 ):
     """(center, similarity, comparisons) for member `x` (its set at `offsets[x]` in `values`,
     its tokens `tokens[token_start:token_end]`); center -1 when none reaches `threshold`.
+    With exact Jaccard, `bitmaps` are the sets' (`sets.set_bitmaps`): a center they show cannot
+    win is not merged (`sets.may_reach`), which changes no decision and no count.
     `table`: the token table (`token_table`); `entries`: (entry_center,); `marks`:
     (found, ranked, local) scratch arrays: `found` and `ranked` as long as the entries a member
-    may visit, `local` the centers seen (`_seen`), `mark` this member's mark (distinct per member
+    may visit, `local` the centers seen (`seen_table`), `mark` this member's mark (distinct per member
     of a decision)."""
     entry_center = entries[0]
     found, ranked, local = marks
@@ -131,7 +134,10 @@ def best_center(  # type: ignore[no-untyped-def]
     for j in range(count):
         center = found[j]
         if exact_jaccard:
-            similarity = jaccard_at_least(values, offsets, x, center, max(threshold, best_similarity))
+            floor = max(threshold, best_similarity)
+            similarity = -1.0
+            if may_reach(values, offsets, bitmaps, x, center, floor):
+                similarity = jaccard_at_least(values, offsets, x, center, floor)
         else:
             similarity = agreement(values, offsets, x, center)
         if similarity >= threshold and (

@@ -72,6 +72,7 @@ from dataclean.dedup.partition import (
 )
 from dataclean.dedup.sets import (
     prefix_tokens,
+    set_bitmaps,
     slot,
     sorted_sets,
     table_bits,
@@ -212,6 +213,7 @@ def _decide_kernel(
     token_offsets: np.ndarray,
     sketch: np.ndarray,
     sketch_offsets: np.ndarray,
+    bitmaps: np.ndarray,
     threshold: float,
     do_exact: bool,
     do_near: bool,
@@ -263,6 +265,7 @@ def _decide_kernel(
                     x,
                     sketch,
                     sketch_offsets,
+                    bitmaps,
                     x,
                     threshold,
                     exact_jaccard,
@@ -391,9 +394,11 @@ def decide(
     """
     count = len(earlier)
     bounds = component_bounds(roots) if count else np.zeros(1, np.int64)
+    bitmaps = np.zeros((0, 2), np.uint64)
     if near and verify:
         sketch, sketch_offsets = sorted_sets(sketch, sketch_offsets)
         tokens, token_offsets = prefix_tokens(sketch, sketch_offsets, bounds, threshold)
+        bitmaps = set_bitmaps(sketch, sketch_offsets)
     else:
         tokens, token_offsets = key_values, key_offsets
     kind, target, score = np.zeros(count, np.int8), np.arange(count), np.full(count, np.nan)
@@ -412,6 +417,7 @@ def decide(
         token_offsets,
         sketch,
         sketch_offsets,
+        bitmaps,
         threshold,
         exact,
         near,

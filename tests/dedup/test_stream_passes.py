@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 
 from dataclean.dedup import stream
 from dataclean.dedup.centers import seen_table
-from dataclean.dedup.sets import count_kernel, prefix_lengths, repeated, sorted_sets
+from dataclean.dedup.sets import count_kernel, may_reach, prefix_lengths, repeated, set_bitmaps, sorted_sets
 from dataclean.dedup.stream import StreamStats
 
 
@@ -69,3 +70,32 @@ def test_seen_table_has_twice_the_slots_a_member_can_fill() -> None:
         slots = len(table)
         assert slots & (slots - 1) == 0 and slots >= 2 * max(1, visits)
         assert table.shape[1] == 3 and np.all(table == -1)
+
+
+@numba.njit
+def _may_reach_all(values, offsets, bitmaps, pairs, floor):  # type: ignore[no-untyped-def]
+    out = np.empty(len(pairs), np.bool_)
+    for i in range(len(pairs)):
+        out[i] = may_reach(values, offsets, bitmaps, pairs[i, 0], pairs[i, 1], floor)
+    return out
+
+
+def test_a_bitmap_skips_only_pairs_below_the_floor() -> None:
+    # Truth: Python's set Jaccard. Sets overlap a lot (a small pool), so many pairs are near the
+    # floor; a skipped pair must be below it, and most of the far ones are skipped.
+    rng = np.random.default_rng(3)
+    rows = [rng.choice(120, size=int(rng.integers(0, 50)), replace=False) for _ in range(300)]
+    hashes = rng.integers(0, 2**32, 120, dtype=np.uint64).astype(np.uint32)
+    offsets = np.concatenate([[0], np.cumsum([len(row) for row in rows])]).astype(np.int64)
+    values, offsets = sorted_sets(np.concatenate([hashes[row] for row in rows]).astype(np.uint32), offsets)
+    bitmaps = set_bitmaps(values, offsets)
+    pairs = rng.integers(0, len(rows), (20_000, 2))
+    for floor in (0.3, 0.5, 0.7, 0.9):
+        reach = _may_reach_all(values, offsets, bitmaps, pairs, floor)
+        truth = np.array([_jaccard(set(rows[a]), set(rows[b])) for a, b in pairs])
+        assert not np.any(~reach & (truth >= floor))
+        assert np.sum(~reach) > 0.5 * np.sum(truth < floor)
+
+
+def _jaccard(a: set[int], b: set[int]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
