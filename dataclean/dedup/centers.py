@@ -6,19 +6,20 @@ Centers are filed under tokens (prefix shingles with `verify`, else LSH band key
 open-addressing token table (`token_table`): a slot is two 64-bit words, the token and where its
 block of entries starts in `entry_center` with how many it has (`file_center`), so looking a
 token up reads one cache line (four arrays, the key, a filled flag, the start and the length,
-cost four misses a token once the table outgrew the caches). A token's entries are contiguous:
-a block of 1, 2, 4, ... entries (int32: a component's centers are numbered below 2**31), moved
-to a block twice as large at the end of `entry_center` when full (fewer than 4 slots an entry,
-the old blocks left unused). A linked list of entries, as before, cost a dependent cache miss
-per entry. A member looks up each of its tokens and collects the centers found there once each,
+cost four misses a token once the table outgrew the caches). With exact Jaccard, a center whose
+bitmap (`sets.may_reach`) shows it cannot win is not merged. A token's entries are contiguous: a
+block of 1, 2, 4, ... entries (int32: a component's centers are numbered below 2**31), moved to
+a block twice as large at the end of `entry_center` when full (fewer than 4 slots an entry, the
+old blocks left unused). A linked list of entries, as before, cost a dependent cache miss per
+entry. A member looks up each of its tokens and collects the centers found there once each,
 counting the tokens it shares with each in a small table of its own (`seen_table`, in a core's
-cache; a mark and a count per center of the component, as before, cost a cache miss per entry
-visited once the component's 16 bytes a member outgrew the caches: 86 MB at 5.4M members),
-skipping, with exact Jaccard, a center too short or too long to reach the threshold (Jaccard
-<= smaller / larger). Past `max_checks` centers it keeps those sharing the most tokens with it,
-ties to the earliest in keep order. Of those, the most similar at or over the threshold wins,
-ties to the earliest (a comparison stops once that center can no longer win:
-`sets.jaccard_at_least`). No step depends on the order in which entries are visited.
+cache; before, a mark and a count per center of the component, 16 bytes a member held through
+its decision: 86 MB at 5.4M members), skipping, with exact Jaccard, a center too short or too
+long to reach the threshold (Jaccard <= smaller / larger). Past `max_checks` centers it keeps
+those sharing the most tokens with it, ties to the earliest in keep order. Of those, the most
+similar at or over the threshold wins, ties to the earliest (a comparison stops once that center
+can no longer win: `sets.jaccard_at_least`). No step depends on the order in which entries are
+visited.
 """
 
 # numba helpers compute on numpy scalars, which mypy sees as Any here.

@@ -14,16 +14,21 @@ values each), never whole:
    component into the fixed counters of `dataclean.dedup.sets` (as `decide` counts them). A
    second (with `verify`) finds the prefix tokens two prefixes or more hold, as
    `prefix_tokens` does (a token only one prefix holds can never bring two rows together): in
-   memory up to `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on local
-   disk and counted part by part. Only those are filed.
+   memory up to `SHARED_TOKENS` tokens, else spilled by hash into parts of half that size on
+   local disk and counted part by part. Only those are filed.
 3. The decision pass: each member looks up its tokens among the centers filed so far, exactly as
    `verify._decide_kernel` does, with the same caps. What stays in memory between chunks is the
-   token table and its entries (member numbers), and a mark and count per member (16 bytes):
-   no set. A member is compared with its centers' sets where the spill holds them, mapped into
-   memory (`_Mapped`): those pages are the operating system's file cache, which it can take
-   back and read again, so what a component's task must hold does not grow with its centers'
-   sets (at 3M short documents, 1.2M rows in one component, they took 200 of the 426 MB its
-   filed state held).
+   token table and its entries (member numbers): no set, nothing else per member. A member is
+   compared with its centers' sets where the spill holds them, mapped into memory (`_Mapped`):
+   those pages are the operating system's file cache, which it can take back and read again, so
+   what a component's task must hold does not grow with its centers' sets (at 3M short
+   documents, 1.2M rows in one component, they took 200 of the 426 MB its filed state held).
+
+Each pass reads (and sorts, or selects prefixes of) the next chunk in a thread while it counts,
+spills or decides this one (`_ahead`), and pass 2 sorts its tokens two halves at once: the
+kernels and numpy's sorts release the interpreter, so a component's task uses a second core when
+one is free (it often is: the cluster step starts the largest partition first, and the others
+finish beside it). Pass 3 itself stays in keep order, one member after the other.
 
 The decisions equal `decide`'s on the same rows (tests: whole against chunked, and the
 exhaustive check), so a component's decisions do not depend on its size, its partition or the

@@ -34,7 +34,7 @@ Memory per task: one summary file's columns (gather); for clustering, the small 
 the partition's rows (`dataclean.dedup.candidates`, about 60 bytes and the id a row), and their
 sketches and keys a bounded piece at a time (`decide_rows`): runs of whole small components
 together, a large one alone in chunks (`dataclean.dedup.stream`), which keeps between chunks only
-its token table, its entries and 16 bytes a member, and compares with its centers' sets where its
+its token table and its entries, and compares with its centers' sets where its
 first pass spilled them to local disk. One giant component (pages sharing a site template, or a
 percolating LSH graph) no longer needs a task as large as its sketches.
 """
