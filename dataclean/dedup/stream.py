@@ -14,7 +14,7 @@ values each), never whole:
    component into the fixed counters of `dataclean.dedup.sets` (as `decide` counts them). A
    second (with `verify`) finds the prefix tokens two prefixes or more hold, as
    `prefix_tokens` does (a token only one prefix holds can never bring two rows together): in
-   memory up to `SHARED_TOKENS` tokens, else spilled by hash into parts of half that size on
+   memory up to `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on
    local disk and counted part by part. Only those are filed.
 3. The decision pass: each member looks up its tokens among the centers filed so far, exactly as
    `verify._decide_kernel` does, with the same caps. What stays in memory between chunks is the
@@ -23,12 +23,6 @@ values each), never whole:
    those pages are the operating system's file cache, which it can take back and read again, so
    what a component's task must hold does not grow with its centers' sets (at 3M short
    documents, 1.2M rows in one component, they took 200 of the 426 MB its filed state held).
-
-Each pass reads (and sorts, or selects prefixes of) the next chunk in a thread while it counts,
-spills or decides this one (`_ahead`), and pass 2 sorts its tokens two halves at once: the
-kernels and numpy's sorts release the interpreter, so a component's task uses a second core when
-one is free (it often is: the cluster step starts the largest partition first, and the others
-finish beside it). Pass 3 itself stays in keep order, one member after the other.
 
 The decisions equal `decide`'s on the same rows (tests: whole against chunked, and the
 exhaustive check), so a component's decisions do not depend on its size, its partition or the
@@ -45,11 +39,10 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol, TypeVar
+from typing import Any, BinaryIO, Protocol
 
 import numba as nb
 import numpy as np
@@ -83,7 +76,6 @@ CHUNK_VALUES = 4 << 20
 # Pass 2 holds at most about this many prefix tokens at once (8 bytes each: 64 MB); a
 # component with more spills them to local disk, 8 bytes a token.
 SHARED_TOKENS = 8 << 20
-_Result = TypeVar("_Result")
 # Decision kinds (`dataclean.dedup.verify`); the last three are also the reasons' prefixes.
 UNIQUE, KEPT, EXACT, NEAR = 0, 1, 2, 3
 
@@ -290,8 +282,8 @@ def _decide_near(
         _Mapped(spill.offsets_path, np.int64) as offsets,
         _Mapped(spill.bitmaps_path, np.uint64) as bitmaps,
     ):
-        looked_up = _ahead(lookup_tokens, len(ranges))
-        for (first, last), (tokens, token_offsets) in zip(ranges, looked_up, strict=True):
+        for index, (first, last) in enumerate(ranges):
+            tokens, token_offsets = lookup_tokens(index)
             filed.reserve(len(tokens), int(limits[0]))
             per_row = int(np.diff(token_offsets).max(initial=0))
             found = max(1, per_row * int(limits[0]))
@@ -431,27 +423,11 @@ def _spill_sets(
         sets, set_offsets = sorted_sets(sets, set_offsets)
         return sets, set_offsets, set_bitmaps(sets, set_offsets)
 
-    for sets, set_offsets, bitmaps in _ahead(read, len(ranges)):
+    for sets, set_offsets, bitmaps in map(read, range(len(ranges))):
         if verify:
             count_kernel(sets, set_offsets, counters, bits)
         spill.add(sets, set_offsets, bitmaps)
     return counters, bits
-
-
-def _ahead(work: Callable[[int], _Result], count: int) -> Iterator[_Result]:
-    """work(0), ..., work(count - 1) in order, each next one computed in a thread while the
-    caller uses this one: the passes' reading and sorting (numpy, Arrow and `nogil` kernels,
-    which release the interpreter) overlap their counting, spilling and deciding, on another
-    core when one is free (a large component's task is one, and often the last one running)."""
-    if count == 0:
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="dataclean-ahead") as pool:
-        upcoming = pool.submit(work, 0)
-        for index in range(count):
-            result = upcoming.result()
-            if index + 1 < count:
-                upcoming = pool.submit(work, index + 1)
-            yield result
 
 
 def _prefixes(
@@ -478,27 +454,22 @@ def _shared_prefixes(
     """Pass 2: the prefix tokens two prefixes or more of the component hold, sorted, exactly as
     `sets.prefix_tokens` keeps them. Held in memory when they are at most `SHARED_TOKENS` (an
     upper bound from the raw lengths); else spilled to this machine's temporary folder by hash,
-    in as many parts as keep each part under half that, then each part read back, sorted and
-    its repeated tokens kept, two parts at once: one pass over the component either way, and at
-    most `SHARED_TOKENS` in memory (held, in two halves by hash)."""
-    most = int(prefix_lengths(lengths, threshold).sum())
-    # Spilled parts of at most half `SHARED_TOKENS` each: two are sorted at once.
-    parts = 1 if most <= SHARED_TOKENS else -(-2 * most // SHARED_TOKENS)
+    in as many parts as keep each part under that, then each part read back, sorted and its
+    repeated tokens kept: one pass over the component either way, and a part in memory."""
+    parts = max(1, -(-int(prefix_lengths(lengths, threshold).sum()) // SHARED_TOKENS))
     with tempfile.TemporaryDirectory(prefix="dataclean-prefixes-") as folder, ExitStack() as stack:
         paths = [os.path.join(folder, f"{part:05d}") for part in range(parts)]
         spills = [stack.enter_context(open(path, "wb")) for path in paths] if parts > 1 else []
-        held: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        held: list[np.ndarray] = []
 
         def select(index: int) -> np.ndarray:
             sets, set_offsets = spill.read(index)
             stats.saw(len(set_offsets) - 1, len(sets))
             return _prefixes(sets, set_offsets, threshold, counters)[0]
 
-        for prefixes in _ahead(select, len(spill.pieces)):
-            if parts == 1:  # held in two halves by hash, sorted side by side below
-                half = (prefixes * _GOLDEN) >> np.uint64(63) == 1
-                held[0].append(prefixes[~half])
-                held[1].append(prefixes[half])
+        for prefixes in map(select, range(len(spill.pieces))):
+            if parts == 1:
+                held.append(prefixes)
                 continue
             part_of = ((prefixes * _GOLDEN) % np.uint64(parts)).astype(np.int64)
             ordered = prefixes[np.argsort(part_of, kind="stable")]
@@ -506,18 +477,11 @@ def _shared_prefixes(
             ends = np.cumsum(sizes)
             for part in np.flatnonzero(sizes):
                 ordered[ends[part] - sizes[part] : ends[part]].tofile(spills[part])
+        if parts == 1:
+            return repeated(np.sort(np.concatenate(held))) if held else np.zeros(0, np.uint64)
         for part_file in spills:
             part_file.close()
-        # Parts hold distinct tokens: each part's repeated ones are the component's. Two parts
-        # at a time (numpy's sort releases the interpreter), on two cores when both are free.
-
-        def shared_in(part: int) -> np.ndarray:
-            if parts > 1:
-                return repeated(np.sort(np.fromfile(paths[part], dtype=np.uint64)))
-            return repeated(np.sort(np.concatenate(held[part]))) if held[part] else np.zeros(0, np.uint64)
-
-        with ThreadPoolExecutor(2, thread_name_prefix="dataclean-sort") as pool:
-            shared = list(pool.map(shared_in, range(max(2, parts))))
+        shared = [repeated(np.sort(np.fromfile(path, dtype=np.uint64))) for path in paths]
     return np.sort(np.concatenate(shared))
 
 

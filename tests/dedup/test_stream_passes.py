@@ -1,8 +1,8 @@
-"""The large component's passes as they overlap work: the same results as done one by one.
+"""The large component's pass 2 and the decision's scratch tables and bitmaps.
 
 Truth: the shared prefix tokens computed the plain way (every chunk's prefixes, one sort,
-the repeated ones), and the order of work asked of `_ahead`; the decisions themselves are
-checked against `decide` and the exhaustive check in `test_stream_decisions`.
+the repeated ones) and Python's set Jaccard; the decisions themselves are checked against
+`decide` and the exhaustive check in `test_stream_decisions`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ def _sets(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("shared_tokens", [10**9, 300])
-def test_shared_prefixes_in_halves_and_parts_equal_one_sort(
+def test_shared_prefixes_held_or_in_parts_equal_one_sort(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_tokens: int
 ) -> None:
-    # 10**9: held in two halves, sorted side by side; 300: spilled in parts, two sorted at once.
+    # 10**9: held in memory; 300: spilled by hash into parts, counted part by part.
     monkeypatch.setattr(stream, "SHARED_TOKENS", shared_tokens)
     spill = stream._SetSpill(str(tmp_path))
     counters = np.zeros(1 << 20, np.uint8), 20
@@ -49,19 +49,6 @@ def test_shared_prefixes_in_halves_and_parts_equal_one_sort(
     found = stream._shared_prefixes(spill, lengths, 0.7, counters, StreamStats())
     expected = repeated(np.sort(np.concatenate(every)))
     assert len(expected) > 0 and np.array_equal(found, expected)
-
-
-def test_work_ahead_comes_back_in_order_and_raises() -> None:
-    assert list(stream._ahead(lambda index: index * index, 6)) == [0, 1, 4, 9, 16, 25]
-    assert list(stream._ahead(lambda index: index, 0)) == []
-
-    def fails(index: int) -> int:
-        if index == 2:
-            raise ValueError("chunk 2")
-        return index
-
-    with pytest.raises(ValueError, match="chunk 2"):
-        list(stream._ahead(fails, 4))
 
 
 def test_seen_table_has_twice_the_slots_a_member_can_fill() -> None:
