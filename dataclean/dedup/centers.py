@@ -3,20 +3,23 @@ the whole-component decision (`dataclean.dedup.verify`) and the chunked one
 (`dataclean.dedup.stream`) share, so the two cannot decide differently.
 
 Centers are filed under tokens (prefix shingles with `verify`, else LSH band keys) in an
-open-addressing table whose slot for a token holds where its block of entries starts in
-`entry_center` and how many it has (`file_center`). A token's entries are contiguous: a block
-of 1, 2, 4, ... entries (int32: a component's centers are numbered below 2**31), moved to a
-block twice as large at the end of `entry_center` when full (fewer than 4 slots an entry, the
+open-addressing token table (`token_table`): a slot is two 64-bit words, the token and where its
+block of entries starts in `entry_center` with how many it has (`file_center`), so looking a
+token up reads one cache line (four arrays, the key, a filled flag, the start and the length,
+cost four misses a token once the table outgrew the caches). With exact Jaccard, a center whose
+bitmap (`sets.may_reach`) shows it cannot win is not merged. A token's entries are contiguous: a
+block of 1, 2, 4, ... entries (int32: a component's centers are numbered below 2**31), moved to
+a block twice as large at the end of `entry_center` when full (fewer than 4 slots an entry, the
 old blocks left unused). A linked list of entries, as before, cost a dependent cache miss per
-entry: on a 1.2M-row component where a member visits about 160 entries, most of the decision's
-time. A member looks up each of its tokens and collects the centers found there once each
-(`seen[c, 0]` marks those seen for this member, `seen[c, 1]` counts the tokens it shares with
-them: one cache line a center), skipping, with exact Jaccard, a center too short or too long
-to reach the threshold (Jaccard <= smaller / larger). Past `max_checks` centers it keeps
+entry. A member looks up each of its tokens and collects the centers found there once each,
+counting the tokens it shares with each in a small table of its own (`seen_table`, in a core's
+cache; before, a mark and a count per center of the component, 16 bytes a member held through
+its decision: 86 MB at 5.4M members), skipping, with exact Jaccard, a center too short or too
+long to reach the threshold (Jaccard <= smaller / larger). Past `max_checks` centers it keeps
 those sharing the most tokens with it, ties to the earliest in keep order. Of those, the most
-similar at or over the threshold wins, ties to the earliest (a comparison stops once that
-center can no longer win: `sets.jaccard_at_least`). No step depends on the order in which
-entries are visited.
+similar at or over the threshold wins, ties to the earliest (a comparison stops once that center
+can no longer win: `sets.jaccard_at_least`). No step depends on the order in which entries are
+visited.
 """
 
 # numba helpers compute on numpy scalars, which mypy sees as Any here.
@@ -26,12 +29,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataclean.dedup.sets import agreement, heap_sort, jaccard_at_least, slot
+from dataclean.dedup.sets import agreement, heap_sort, jaccard_at_least, may_reach
 from dataclean.jit import helper
 
 # A ranking key: shared-token count (complemented, so more sorts first) above, center below.
 _CENTER_BITS = 40
 _MOST_SHARED = (1 << 22) - 1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, as `sets.slot`'s
+# A token table slot's second word: the block's start above `_LENGTH_BITS` bits of its length;
+# all ones when the slot is empty.
+_LENGTH_BITS = 16
+_LENGTH_MASK = np.uint64((1 << _LENGTH_BITS) - 1)
+EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
+MOST_POSTINGS = (1 << _LENGTH_BITS) - 1  # the most entries a token's block can count
+
+
+def token_table(bits: int) -> np.ndarray:
+    """An empty token table of 2**bits slots (module docstring)."""
+    return np.full((1 << bits, 2), EMPTY, np.uint64)
+
+
+@helper
+def token_slot(table: np.ndarray, key: np.uint64, bits: int) -> int:
+    """Where `key` is in a token table (linear probing), or the empty slot it would go to."""
+    mask = (1 << bits) - 1
+    i = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+    while table[i, 1] != EMPTY and table[i, 0] != key:
+        i = (i + 1) & mask
+    return i
+
+
+@helper
+def claim_slot(table: np.ndarray, place: int, key: np.uint64) -> bool:
+    """Put `key` in slot `place` (from `token_slot`) with no entries if the slot is empty;
+    whether it was."""
+    if table[place, 1] != EMPTY:
+        return False
+    table[place, 0], table[place, 1] = key, np.uint64(0)
+    return True
 
 
 @helper
@@ -39,12 +74,13 @@ def best_center(  # type: ignore[no-untyped-def]
     tokens,
     token_start,
     token_end,
-    token_table,
+    table,
     entries,
     marks,
     mark,
     values,
     offsets,
+    bitmaps,
     x,
     threshold,
     exact_jaccard,
@@ -53,35 +89,42 @@ def best_center(  # type: ignore[no-untyped-def]
 ):
     """(center, similarity, comparisons) for member `x` (its set at `offsets[x]` in `values`,
     its tokens `tokens[token_start:token_end]`); center -1 when none reaches `threshold`.
-    `token_table`: (keys, filled, start, length); `entries`: (entry_center,); `marks`:
-    (seen, found, ranked) scratch arrays of the centers' size (`seen`: two columns, the mark and
-    the count), `mark` this member's mark."""
-    token_keys, token_filled, token_start_at, token_length = token_table
+    With exact Jaccard, `bitmaps` are the sets' (`sets.set_bitmaps`): a center they show cannot
+    win is not merged (`sets.may_reach`), which changes no decision and no count.
+    `table`: the token table (`token_table`); `entries`: (entry_center,); `marks`:
+    (found, ranked, local) scratch arrays: `found` and `ranked` as long as the entries a member
+    may visit, `local` the centers seen (`seen_table`), `mark` this member's mark (distinct per member
+    of a decision)."""
     entry_center = entries[0]
-    seen, found, ranked = marks
+    found, ranked, local = marks
+    local_mask = len(local) - 1
+    local_shift = np.uint64(64 - _bits_of(len(local)))
     size = offsets[x + 1] - offsets[x]
     count = 0
     for k in range(token_start, token_end):
-        place = slot(token_keys, token_filled, tokens[k], token_bits)
-        if not token_filled[place]:
+        word = table[token_slot(table, tokens[k], token_bits), 1]
+        if word == EMPTY:
             continue
-        begin = token_start_at[place]
-        for entry in range(begin, begin + token_length[place]):
+        begin = np.int64(word >> np.uint64(_LENGTH_BITS))
+        for entry in range(begin, begin + np.int64(word & _LENGTH_MASK)):
             center = entry_center[entry]
-            if seen[center, 0] != mark:
-                seen[center, 0] = mark
+            at = np.int64((np.uint64(center) * _GOLDEN) >> local_shift)
+            while local[at, 0] == mark and local[at, 1] != center:
+                at = (at + 1) & local_mask
+            if local[at, 0] != mark:
+                local[at, 0], local[at, 1] = mark, center
                 other = offsets[center + 1] - offsets[center]
                 if exact_jaccard and min(size, other) < threshold * max(size, other) - 1e-9:
-                    seen[center, 1] = -1
+                    local[at, 2] = -1
                     continue
-                seen[center, 1] = 0
-                found[count] = center
+                local[at, 2] = 1
+                found[count], ranked[count] = center, at
                 count += 1
-            if seen[center, 1] >= 0:
-                seen[center, 1] += 1
+            elif local[at, 2] >= 0:
+                local[at, 2] += 1
     if count > max_checks:
         for j in range(count):
-            most_shared = min(seen[found[j], 1], _MOST_SHARED)
+            most_shared = min(local[ranked[j], 2], _MOST_SHARED)
             ranked[j] = ((np.int64(_MOST_SHARED + 1) - most_shared) << _CENTER_BITS) | found[j]
         heap_sort(ranked, count)
         for j in range(max_checks):
@@ -92,7 +135,10 @@ def best_center(  # type: ignore[no-untyped-def]
     for j in range(count):
         center = found[j]
         if exact_jaccard:
-            similarity = jaccard_at_least(values, offsets, x, center, max(threshold, best_similarity))
+            floor = max(threshold, best_similarity)
+            similarity = -1.0
+            if may_reach(values, offsets, bitmaps, x, center, floor):
+                similarity = jaccard_at_least(values, offsets, x, center, floor)
         else:
             similarity = agreement(values, offsets, x, center)
         if similarity >= threshold and (
@@ -102,24 +148,40 @@ def best_center(  # type: ignore[no-untyped-def]
     return best, best_similarity, count
 
 
+def seen_table(visits: int) -> np.ndarray:
+    """`best_center`'s table of the centers a member has seen, for members visiting at most
+    `visits` entries: a power of two of at least twice as many slots (stamp, center, count),
+    stamped -1 (no member's mark)."""
+    return np.full((1 << max(1, (2 * max(1, visits) - 1).bit_length()), 3), -1, np.int64)
+
+
 @helper
-def file_center(token_table, entries, place, center, max_postings, used):  # type: ignore[no-untyped-def]
+def _bits_of(power: int) -> int:
+    """log2 of a power of two."""
+    bits = 0
+    while (1 << bits) < power:
+        bits += 1
+    return bits
+
+
+@helper
+def file_center(table, entries, place, center, max_postings, used):  # type: ignore[no-untyped-def]
     """File `center` under the token in slot `place` (filled) unless its block holds
-    `max_postings`; returns (filed, entries used in `entry_center`). A full block (its length a
-    power of two) moves to a new one twice as large at `used`: the caller leaves room for the
-    largest block (the power of two at or over `max_postings`) per token it files, or for 4
-    slots per entry of the table."""
-    token_length, token_start_at = token_table[3], token_table[2]
+    `max_postings` (at most `MOST_POSTINGS`); returns (filed, entries used in `entry_center`). A
+    full block (its length a power of two) moves to a new one twice as large at `used`: the
+    caller leaves room for the largest block (the power of two at or over `max_postings`) per
+    token it files, or for 4 slots per entry of the table."""
     entry_center = entries[0]
-    length = token_length[place]
+    word = table[place, 1]
+    length = np.int64(word & _LENGTH_MASK)
+    begin = np.int64(word >> np.uint64(_LENGTH_BITS))
     if length >= max_postings:
         return False, used
     if length & (length - 1) == 0:  # 0, or a full block of 1, 2, 4, ... entries
-        begin = token_start_at[place]
         for k in range(length):
             entry_center[used + k] = entry_center[begin + k]
-        token_start_at[place] = used
+        begin = used
         used += max(1, 2 * length)
-    entry_center[token_start_at[place] + length] = center
-    token_length[place] = length + 1
+    entry_center[begin + length] = center
+    table[place, 1] = (np.uint64(begin) << np.uint64(_LENGTH_BITS)) | np.uint64(length + 1)
     return True, used

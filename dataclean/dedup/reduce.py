@@ -7,8 +7,9 @@ Steps (every one a map on the executor; the driver only sums what the tasks retu
    partitions each, persisted so a restarted fit resumes after the last complete round; then
    `LabelNodes`: each node's component root, filed by summary file.
 4. `GatherCandidates` per summary file with candidates: their rows, partitioned by component.
-5. `ClusterCandidates` per partition: exact and verified near decisions, saved filed by input
-   shard (one Arrow file per partition, one record batch per shard).
+5. `ClusterCandidates` per partition, the largest (in candidate rows, which step 4 counts)
+   first: exact and verified near decisions, saved filed by input shard (one Arrow file per
+   partition, one record batch per shard).
 
 Intermediate files go to the scratch folder, a path or URI on any filesystem pyarrow supports
 (`dataclean.io.files`), so the driver and the workers need no shared local disk.
@@ -55,6 +56,10 @@ def _partitions(total_bytes: float, workers: int) -> int:
     workers = max(workers, 1)
     count = max(2 * workers, math.ceil(total_bytes / PARTITION_BYTES))
     return math.ceil(count / workers) * workers
+
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
 
 
 def source_files(
@@ -197,6 +202,7 @@ def find_duplicates(
     gatherer = GatherCandidates(label_files, candidates_folder, cluster_partitions)
     results = executor.map(gatherer, gather_sources, light=True)
     worker_peak = max([worker_peak, *(peak for _, peak in results)])
+    partition_rows = np.sum([rows for rows, _ in results], axis=0, dtype=np.int64)
     remove_tree(labeller.folder)
     lap("gather")
 
@@ -214,7 +220,12 @@ def find_duplicates(
     largest: list[list[dict[str, Any]]] = []
     removed_by_source: Counter[str] | None = Counter()
     if gather_sources:
-        cluster_results = executor.map(clusterer, range(cluster_partitions), light=True)
+        # The largest partitions first: one holding a giant component (one task whatever the
+        # worker count) then starts at once, and the other workers decide the rest beside it;
+        # in partition order it could start last, with the other workers idle through it.
+        largest_first = [int(p) for p in np.argsort(-partition_rows, kind="stable")]
+        ordered = zip(largest_first, executor.map(clusterer, largest_first, light=True), strict=True)
+        cluster_results = [result for _, result in sorted(ordered, key=_first)]
         for partition_counts, peak in cluster_results:
             worker_peak = max(worker_peak, peak)
             largest.append(partition_counts.pop("largest"))

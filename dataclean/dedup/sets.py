@@ -141,6 +141,54 @@ def jaccard_at_least(values: np.ndarray, offsets: np.ndarray, a: int, b: int, fl
     return common / (size - common)
 
 
+def set_bitmaps(sets: np.ndarray, set_offsets: np.ndarray) -> np.ndarray:
+    """Each row's bitmap (`may_reach`): two 64-bit words, a bit per 128th of the hash range its
+    shingles fall in, (rows, 2) uint64."""
+    bitmaps = np.zeros((len(set_offsets) - 1, 2), np.uint64)
+    _bitmap_kernel(sets, set_offsets, bitmaps)
+    return bitmaps
+
+
+@nb.njit(cache=True, nogil=True)
+def _bitmap_kernel(sets, set_offsets, bitmaps):  # type: ignore[no-untyped-def]
+    """`set_bitmaps` into an array it allocates (`dataclean.jit`)."""
+    for row in range(len(set_offsets) - 1):
+        for k in range(set_offsets[row], set_offsets[row + 1]):
+            bit = _bit(sets[k])
+            bitmaps[row, bit >> 6] |= np.uint64(1) << np.uint64(bit & 63)
+
+
+@helper
+def _bit(value: np.uint32) -> int:
+    return np.int64((np.uint64(value) * _GOLDEN) >> np.uint64(57))
+
+
+@helper
+def may_reach(  # type: ignore[no-untyped-def]
+    values: np.ndarray, offsets: np.ndarray, bitmaps: np.ndarray, a: int, b: int, floor: float
+):
+    """Whether `jaccard` of rows a and b can reach `floor`, by b's bitmap (`set_bitmaps`): a
+    shingle of a whose bit b's bitmap lacks is not in b, so at most the others are common, and
+    c / (|a| + |b| - c) grows with c (so does its floating-point value). False only when
+    `jaccard_at_least(values, offsets, a, b, floor)` would be below `floor` (-1.0 or a value
+    under it): one 16-byte read of b's and a pass over a's set, which a member's comparisons
+    share, instead of merging the two sets from b's (on short documents whose candidates share
+    a sentence, most comparisons end below the threshold)."""
+    start, end = offsets[a], offsets[a + 1]
+    other = offsets[b + 1] - offsets[b]
+    size = (end - start) + other
+    if size == 0:
+        return True
+    low, high = bitmaps[b, 0], bitmaps[b, 1]
+    outside = 0
+    for k in range(start, end):
+        bit = _bit(values[k])
+        word = high if bit >= 64 else low
+        outside += ((word >> np.uint64(bit & 63)) & np.uint64(1)) == 0
+    most = min(end - start - outside, other)
+    return not most / (size - most) < floor
+
+
 @helper
 def agreement(values: np.ndarray, offsets: np.ndarray, a: int, b: int) -> float:
     """The share of equal values of rows a and b (MinHash signatures: the estimated Jaccard)."""

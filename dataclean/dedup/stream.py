@@ -14,16 +14,15 @@ values each), never whole:
    component into the fixed counters of `dataclean.dedup.sets` (as `decide` counts them). A
    second (with `verify`) finds the prefix tokens two prefixes or more hold, as
    `prefix_tokens` does (a token only one prefix holds can never bring two rows together): in
-   memory up to `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on local
-   disk and counted part by part. Only those are filed.
+   memory up to `SHARED_TOKENS` tokens, else spilled by hash into parts of that size on
+   local disk and counted part by part. Only those are filed.
 3. The decision pass: each member looks up its tokens among the centers filed so far, exactly as
    `verify._decide_kernel` does, with the same caps. What stays in memory between chunks is the
-   token table and its entries (member numbers), and a mark and count per member (16 bytes):
-   no set. A member is compared with its centers' sets where the spill holds them, mapped into
-   memory (`_Mapped`): those pages are the operating system's file cache, which it can take
-   back and read again, so what a component's task must hold does not grow with its centers'
-   sets (at 3M short documents, 1.2M rows in one component, they took 200 of the 426 MB its
-   filed state held).
+   token table and its entries (member numbers): no set, nothing else per member. A member is
+   compared with its centers' sets where the spill holds them, mapped into memory (`_Mapped`):
+   those pages are the operating system's file cache, which it can take back and read again, so
+   what a component's task must hold does not grow with its centers' sets (at 3M short
+   documents, 1.2M rows in one component, they took 200 of the 426 MB its filed state held).
 
 The decisions equal `decide`'s on the same rows (tests: whole against chunked, and the
 exhaustive check), so a component's decisions do not depend on its size, its partition or the
@@ -48,7 +47,15 @@ from typing import Any, BinaryIO, Protocol
 import numba as nb
 import numpy as np
 
-from dataclean.dedup.centers import best_center, file_center
+from dataclean.dedup.centers import (
+    EMPTY,
+    best_center,
+    claim_slot,
+    file_center,
+    seen_table,
+    token_slot,
+    token_table,
+)
 from dataclean.dedup.sets import (
     COUNTER_BITS,
     PositionTable,
@@ -58,7 +65,7 @@ from dataclean.dedup.sets import (
     prefix_lengths,
     repeated,
     select_kernel,
-    slot,
+    set_bitmaps,
     sorted_sets,
     table_bits,
 )
@@ -125,23 +132,16 @@ def exact_followers(exact: np.ndarray, earlier: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Filed:
-    """The near pass's state between chunks: the token table, its entries (member numbers), and
-    per member (`seen`) the mark and shared-token count `centers.best_center` keeps."""
+    """The near pass's state between chunks: the token table and its entries (member numbers).
+    (It also held a mark and a shared-token count per member for `centers.best_center`, 16 bytes
+    a member: a member's centers are now counted in a small table of its own.)"""
 
-    members: int
     bits: int = 4
-    keys: np.ndarray = field(default_factory=lambda: np.empty(16, np.uint64))
-    filled: np.ndarray = field(default_factory=lambda: np.zeros(16, np.bool_))
-    start: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
-    length: np.ndarray = field(default_factory=lambda: np.empty(16, np.int64))
+    table: np.ndarray = field(default_factory=lambda: token_table(4))
     entry_center: np.ndarray = field(default_factory=lambda: np.empty(16, np.int32))
-    seen: np.ndarray = field(init=False)
     # centers filed, entry slots used, distinct tokens, similarities computed, members looked
     # up, entries filed
     state: np.ndarray = field(default_factory=lambda: np.zeros(6, np.int64))
-
-    def __post_init__(self) -> None:
-        self.seen = np.full((max(1, self.members), 2), -1, np.int64)
 
     def reserve(self, tokens: int, max_postings: int) -> None:
         """Room for a chunk's `tokens` tokens."""
@@ -154,16 +154,13 @@ class _Filed:
         self.entry_center = _grown(self.entry_center, slots, used)
         bits = table_bits(distinct + tokens)
         if bits > self.bits:
-            table = np.empty(1 << bits, np.uint64), np.zeros(1 << bits, np.bool_)
-            moved = np.empty(1 << bits, np.int64), np.empty(1 << bits, np.int64)
-            _rehash(self.keys, self.filled, self.start, self.length, *table, *moved, bits)
-            self.keys, self.filled = table
-            self.start, self.length = moved
-            self.bits = bits
+            table = token_table(bits)
+            _rehash(self.table, table, bits)
+            self.table, self.bits = table, bits
 
     def held_bytes(self) -> int:
         """Bytes of the arrays held between chunks."""
-        arrays = (self.keys, self.filled, self.start, self.length, self.entry_center, self.seen)
+        arrays = (self.table, self.entry_center)
         return sum(array.nbytes for array in arrays)
 
 
@@ -269,20 +266,28 @@ def _decide_near(
         # A hash table: a chunk's prefixes are looked up in it (a binary search over the
         # sorted tokens took a fifth of a 1.2M-row component's time).
         shared = position_table(_shared_prefixes(spill, lengths, threshold, counters, stats))
-    filed = _Filed(len(members))
+    filed = _Filed()
     ranges = spill.ranges()  # closes the spill: written whole
-    with _Mapped(spill.values_path, np.uint32) as values, _Mapped(spill.offsets_path, np.int64) as offsets:
+
+    def lookup_tokens(index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Chunk `index`'s lookup tokens: its shared prefix shingles, or its LSH keys."""
+        if shared is None:
+            first, last = ranges[index]
+            return reader.keys(members[first:last])
+        sets, set_offsets = spill.read(index)
+        return _chunk_tokens(sets, set_offsets, threshold, counters, shared)
+
+    with (
+        _Mapped(spill.values_path, np.uint32) as values,
+        _Mapped(spill.offsets_path, np.int64) as offsets,
+        _Mapped(spill.bitmaps_path, np.uint64) as bitmaps,
+    ):
         for index, (first, last) in enumerate(ranges):
-            rows = members[first:last]
-            if shared is not None:
-                sets, set_offsets = spill.read(index)
-                tokens, token_offsets = _chunk_tokens(sets, set_offsets, threshold, counters, shared)
-            else:
-                tokens, token_offsets = reader.keys(rows)
+            tokens, token_offsets = lookup_tokens(index)
             filed.reserve(len(tokens), int(limits[0]))
             per_row = int(np.diff(token_offsets).max(initial=0))
             found = max(1, per_row * int(limits[0]))
-            scratch = np.empty(found, np.int64), np.empty(found, np.int64)
+            scratch = np.empty(found, np.int64), np.empty(found, np.int64), seen_table(found)
             _stream_kernel(
                 members,
                 first,
@@ -290,6 +295,7 @@ def _decide_near(
                 follows[first:last] >= 0,
                 values.array,
                 offsets.array,
+                bitmaps.array.reshape(-1, 2),
                 tokens,
                 token_offsets,
                 threshold,
@@ -298,9 +304,9 @@ def _decide_near(
                 kind,
                 target,
                 score,
-                (filed.keys, filed.filled, filed.start, filed.length),
+                filed.table,
                 (filed.entry_center,),
-                (filed.seen, *scratch),
+                scratch,
                 filed.state,
                 filed.bits,
             )
@@ -310,9 +316,10 @@ def _decide_near(
 
 
 class _SetSpill:
-    """A component's sets, chunk after chunk, in two files in a folder on this machine's local
-    disk: `values` (4 bytes a value, every member's set one after the other) and `offsets` (8
-    bytes a member: where its set starts in `values`, and the end). Pass 1 writes them, pass 2
+    """A component's sets, chunk after chunk, in files in a folder on this machine's local
+    disk: `values` (4 bytes a value, every member's set one after the other), `offsets` (8
+    bytes a member: where its set starts in `values`, and the end) and, with exact Jaccard,
+    `bitmaps` (16 bytes a member, `sets.set_bitmaps`). Pass 1 writes them, pass 2
     reads them back a chunk at a time, pass 3 too and maps them whole (`_Mapped`) to compare a
     member with any earlier one. Each pass used to read and sort the sketches again (a fifth of
     a 1.2M-row component's time), and pass 3 to keep its centers' sets in memory."""
@@ -320,20 +327,25 @@ class _SetSpill:
     def __init__(self, folder: str) -> None:
         self.values_path = os.path.join(folder, "values")
         self.offsets_path = os.path.join(folder, "offsets")
+        self.bitmaps_path = os.path.join(folder, "bitmaps")
         # Per chunk: first value, values, first member, members.
         self.pieces: list[tuple[int, int, int, int]] = []
-        self._files: tuple[BinaryIO, BinaryIO] | None = (
+        self._files: tuple[BinaryIO, BinaryIO, BinaryIO] | None = (
             open(self.values_path, "wb"),  # noqa: SIM115 (closed by `_close`)
             open(self.offsets_path, "wb"),  # noqa: SIM115
+            open(self.bitmaps_path, "wb"),  # noqa: SIM115
         )
         self._values = 0
         self._members = 0
 
-    def add(self, sets: np.ndarray, set_offsets: np.ndarray) -> None:
-        """Append a chunk's sets (values, offsets from 0)."""
+    def add(self, sets: np.ndarray, set_offsets: np.ndarray, bitmaps: np.ndarray | None = None) -> None:
+        """Append a chunk's sets (values, offsets from 0), and their bitmaps if given (given for
+        every chunk or none)."""
         assert self._files is not None, "a spill is written whole before it is read"
         sets.astype(np.uint32, copy=False).tofile(self._files[0])
         (set_offsets[:-1].astype(np.int64) + self._values).tofile(self._files[1])
+        if bitmaps is not None:
+            bitmaps.tofile(self._files[2])
         members = len(set_offsets) - 1
         self.pieces.append((self._values, len(sets), self._members, members))
         self._values += len(sets)
@@ -400,13 +412,21 @@ def _spill_sets(
     shingles counted: the component's frequencies (`dataclean.dedup.sets` counters)."""
     bits = COUNTER_BITS
     counters = np.zeros(1 << bits if verify else 1, dtype=np.uint8)
-    for first, last in chunks(lengths, 0, len(members), chunk):
+    ranges = list(chunks(lengths, 0, len(members), chunk))
+
+    def read(index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        first, last = ranges[index]
         sets, set_offsets = reader.sketches(members[first:last])
         stats.saw(last - first, len(sets))
+        if not verify:
+            return sets, set_offsets, None
+        sets, set_offsets = sorted_sets(sets, set_offsets)
+        return sets, set_offsets, set_bitmaps(sets, set_offsets)
+
+    for sets, set_offsets, bitmaps in map(read, range(len(ranges))):
         if verify:
-            sets, set_offsets = sorted_sets(sets, set_offsets)
             count_kernel(sets, set_offsets, counters, bits)
-        spill.add(sets, set_offsets)
+        spill.add(sets, set_offsets, bitmaps)
     return counters, bits
 
 
@@ -440,11 +460,14 @@ def _shared_prefixes(
     with tempfile.TemporaryDirectory(prefix="dataclean-prefixes-") as folder, ExitStack() as stack:
         paths = [os.path.join(folder, f"{part:05d}") for part in range(parts)]
         spills = [stack.enter_context(open(path, "wb")) for path in paths] if parts > 1 else []
-        held = []
-        for index in range(len(spill.pieces)):
+        held: list[np.ndarray] = []
+
+        def select(index: int) -> np.ndarray:
             sets, set_offsets = spill.read(index)
             stats.saw(len(set_offsets) - 1, len(sets))
-            prefixes, _ = _prefixes(sets, set_offsets, threshold, counters)
+            return _prefixes(sets, set_offsets, threshold, counters)[0]
+
+        for prefixes in map(select, range(len(spill.pieces))):
             if parts == 1:
                 held.append(prefixes)
                 continue
@@ -480,13 +503,12 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @nb.njit(cache=True, nogil=True)
-def _rehash(keys, filled, start, length, new_keys, new_filled, new_start, new_length, bits):  # type: ignore[no-untyped-def]
-    """Move the token table into a larger one (arrays allocated by `_Filed.reserve`)."""
-    for i in range(len(keys)):
-        if filled[i]:
-            place = slot(new_keys, new_filled, keys[i], bits)
-            new_keys[place], new_filled[place] = keys[i], True
-            new_start[place], new_length[place] = start[i], length[i]
+def _rehash(table, new_table, bits):  # type: ignore[no-untyped-def]
+    """Move the token table into a larger one (allocated by `_Filed.reserve`)."""
+    for i in range(len(table)):
+        if table[i, 1] != EMPTY:
+            place = token_slot(new_table, table[i, 0], bits)
+            new_table[place, 0], new_table[place, 1] = table[i, 0], table[i, 1]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -497,6 +519,7 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
     follower,
     values,
     offsets,
+    bitmaps,
     tokens,
     token_offsets,
     threshold,
@@ -516,7 +539,6 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
     member, which is keep order, so ties break as in `_decide_kernel`; every member's set is
     `values[offsets[m]:offsets[m + 1]]` (the spill, mapped)."""
     max_postings, max_checks = limits[0], limits[1]
-    token_keys, token_filled, token_length = table[0], table[1], table[3]
     for i in range(len(earlier)):
         if follower[i]:
             continue
@@ -535,6 +557,7 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
                 mark,
                 values,
                 offsets,
+                bitmaps,
                 x,
                 threshold,
                 exact_jaccard,
@@ -549,10 +572,8 @@ def _stream_kernel(  # type: ignore[no-untyped-def]
                 continue
         filed = False
         for k in range(token_offsets[i], token_offsets[i + 1]):
-            place = slot(token_keys, token_filled, tokens[k], bits)
-            if not token_filled[place]:
-                token_keys[place], token_filled[place] = tokens[k], True
-                token_length[place] = 0
+            place = token_slot(table, tokens[k], bits)
+            if claim_slot(table, place, tokens[k]):
                 state[2] += 1
             filed_here, state[1] = file_center(table, entries, place, x, max_postings, state[1])
             if filed_here:

@@ -34,7 +34,7 @@ Memory per task: one summary file's columns (gather); for clustering, the small 
 the partition's rows (`dataclean.dedup.candidates`, about 60 bytes and the id a row), and their
 sketches and keys a bounded piece at a time (`decide_rows`): runs of whole small components
 together, a large one alone in chunks (`dataclean.dedup.stream`), which keeps between chunks only
-its token table, its entries and 16 bytes a member, and compares with its centers' sets where its
+its token table and its entries, and compares with its centers' sets where its
 first pass spilled them to local disk. One giant component (pages sharing a site template, or a
 percolating LSH graph) no longer needs a task as large as its sketches.
 """
@@ -55,7 +55,15 @@ import pyarrow.compute as pc
 
 from dataclean.dedup.alarms import largest_clusters, source_counts
 from dataclean.dedup.candidates import PartitionRows
-from dataclean.dedup.centers import best_center, file_center
+from dataclean.dedup.centers import (
+    EMPTY,
+    best_center,
+    claim_slot,
+    file_center,
+    seen_table,
+    token_slot,
+    token_table,
+)
 from dataclean.dedup.connect import load_labels
 from dataclean.dedup.partition import (
     SourceFile,
@@ -64,6 +72,7 @@ from dataclean.dedup.partition import (
 )
 from dataclean.dedup.sets import (
     prefix_tokens,
+    set_bitmaps,
     slot,
     sorted_sets,
     table_bits,
@@ -117,7 +126,8 @@ class GatherCandidates:
     def path(self, index: int) -> str:
         return posixpath.join(self.folder, f"{index:06d}.arrow")
 
-    def __call__(self, source: SourceFile) -> tuple[int, int]:
+    def __call__(self, source: SourceFile) -> tuple[np.ndarray, int]:
+        """Rows sent to each partition; the peak memory."""
         labels = load_labels(self.label_files, source.index, source.offset, source.rows)
         rows = np.flatnonzero(labels >= 0)
         summary = read_parquet(source.path, schema=SUMMARY_SCHEMA).take(pa.array(rows))
@@ -139,8 +149,9 @@ class GatherCandidates:
             },
             schema=CANDIDATE_SCHEMA,
         )
-        write_partitioned(self.path(source.index), table, roots % self.partitions, self.partitions)
-        return len(rows), peak_memory_bytes()
+        partition = roots % self.partitions
+        write_partitioned(self.path(source.index), table, partition, self.partitions)
+        return np.bincount(partition, minlength=self.partitions), peak_memory_bytes()
 
 
 @dataclass(frozen=True)
@@ -220,6 +231,7 @@ def _decide_kernel(
     token_offsets: np.ndarray,
     sketch: np.ndarray,
     sketch_offsets: np.ndarray,
+    bitmaps: np.ndarray,
     threshold: float,
     do_exact: bool,
     do_near: bool,
@@ -229,7 +241,7 @@ def _decide_kernel(
     target: np.ndarray,
     score: np.ndarray,
     text_table: tuple[np.ndarray, np.ndarray, np.ndarray],
-    token_table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    tokens_filed: np.ndarray,
     entries: tuple[np.ndarray],
     scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     bits: tuple[int, int],
@@ -238,11 +250,10 @@ def _decide_kernel(
     and scratch arrays are allocated by `decide` (`dataclean.jit`): exact hashes (per partition:
     they never cross components), tokens (cleared after each component: prefix shingles do cross
     components), posting entries (`centers.file_center`: 4 slots a token of the largest
-    component), and per-row marks for counting shared tokens."""
+    component), and a member's scratch for the centers it finds (`centers.best_center`)."""
     max_postings, max_checks = limits[0], limits[1]
     text_keys, text_filled, first_with_text = text_table
-    token_keys, token_filled, token_length = token_table[0], token_table[1], token_table[3]
-    seen, found, ranked, used = scratch
+    found, ranked, local, used = scratch
     text_bits, token_bits = bits
     checks = 0
     for component in range(len(bounds) - 1):
@@ -266,12 +277,13 @@ def _decide_kernel(
                     token_values,
                     token_offsets[x],
                     token_offsets[x + 1],
-                    token_table,
+                    tokens_filed,
                     entries,
-                    (seen, found, ranked),
+                    (found, ranked, local),
                     x,
                     sketch,
                     sketch_offsets,
+                    bitmaps,
                     x,
                     threshold,
                     exact_jaccard,
@@ -286,15 +298,13 @@ def _decide_kernel(
                     continue
             if do_near:  # x is kept: later members may be its near duplicates
                 for k in range(token_offsets[x], token_offsets[x + 1]):
-                    place = slot(token_keys, token_filled, token_values[k], token_bits)
-                    if not token_filled[place]:
-                        token_keys[place], token_filled[place] = token_values[k], True
-                        token_length[place] = 0
+                    place = token_slot(tokens_filed, token_values[k], token_bits)
+                    if claim_slot(tokens_filed, place, token_values[k]):
                         used[used_count] = place
                         used_count += 1
-                    entry_count = file_center(token_table, entries, place, x, max_postings, entry_count)[1]
+                    entry_count = file_center(tokens_filed, entries, place, x, max_postings, entry_count)[1]
         for i in range(used_count):
-            token_filled[used[i]] = False
+            tokens_filed[used[i], 1] = EMPTY
     return checks
 
 
@@ -402,9 +412,11 @@ def decide(
     """
     count = len(earlier)
     bounds = component_bounds(roots) if count else np.zeros(1, np.int64)
+    bitmaps = np.zeros((0, 2), np.uint64)
     if near and verify:
         sketch, sketch_offsets = sorted_sets(sketch, sketch_offsets)
         tokens, token_offsets = prefix_tokens(sketch, sketch_offsets, bounds, threshold)
+        bitmaps = set_bitmaps(sketch, sketch_offsets)
     else:
         tokens, token_offsets = key_values, key_offsets
     kind, target, score = np.zeros(count, np.int8), np.arange(count), np.full(count, np.nan)
@@ -423,6 +435,7 @@ def decide(
         token_offsets,
         sketch,
         sketch_offsets,
+        bitmaps,
         threshold,
         exact,
         near,
@@ -436,17 +449,12 @@ def decide(
             np.zeros(1 << text_bits, np.bool_),
             np.empty(1 << text_bits, np.int64),
         ),
-        (
-            np.empty(1 << token_bits, np.uint64),
-            np.zeros(1 << token_bits, np.bool_),
-            np.empty(1 << token_bits, np.int64),
-            np.empty(1 << token_bits, np.int64),
-        ),
+        token_table(token_bits),
         (np.empty(max(1, 4 * most), np.int32),),
         (
-            np.full((count, 2), -1, np.int64),
             np.empty(found, np.int64),
             np.empty(found, np.int64),
+            seen_table(found),
             np.empty(max(1, most), np.int64),
         ),
         (text_bits, token_bits),
