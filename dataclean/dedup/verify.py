@@ -108,7 +108,12 @@ DECISION_SCHEMA = pa.schema(
 )
 
 # Bounds on the work per member (module docstring): entries kept per token, centers verified.
-MAX_POSTINGS = 64
+# 16 entries a token, not 64: on a percolating LSH graph (10M short documents, one component of
+# 5.4M rows) a member visited 569 entries at 64, and the cap bound so late that the component's
+# decision grew faster than its rows (cluster step 111.7 s at 64, 72.9 s at 16); at 16 it lost
+# 0.15% of that run's drops (all verified near duplicates), none on the truth benchmarks
+# (bench_dedup's 30,000 documents, bench_dedup_template's planted copies): docs/scaling.md.
+MAX_POSTINGS = 16
 MAX_CHECKS = 32
 
 KIND_NAMES = {KEPT: "kept", EXACT: "exact_of", NEAR: "near_duplicate_of"}
