@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataclean.dedup.sets import agreement, heap_sort, jaccard_at_least, may_reach
+from dataclean.dedup.sets import GOLDEN, agreement, heap_sort, jaccard_at_least, may_reach
 from dataclean.jit import helper
 
 # A ranking key: shared-token count (complemented, so more sorts first) above, center below.
 _CENTER_BITS = 40
 _MOST_SHARED = (1 << 22) - 1
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, as `sets.slot`'s
 # A token table slot's second word: the block's start above `_LENGTH_BITS` bits of its length;
 # all ones when the slot is empty.
 _LENGTH_BITS = 16
@@ -53,7 +52,7 @@ def token_table(bits: int) -> np.ndarray:
 def token_slot(table: np.ndarray, key: np.uint64, bits: int) -> int:
     """Where `key` is in a token table (linear probing), or the empty slot it would go to."""
     mask = (1 << bits) - 1
-    i = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+    i = np.int64((key * GOLDEN) >> np.uint64(64 - bits))
     while table[i, 1] != EMPTY and table[i, 0] != key:
         i = (i + 1) & mask
     return i
@@ -108,7 +107,7 @@ def best_center(  # type: ignore[no-untyped-def]
         begin = np.int64(word >> np.uint64(_LENGTH_BITS))
         for entry in range(begin, begin + np.int64(word & _LENGTH_MASK)):
             center = entry_center[entry]
-            at = np.int64((np.uint64(center) * _GOLDEN) >> local_shift)
+            at = np.int64((np.uint64(center) * GOLDEN) >> local_shift)
             while local[at, 0] == mark and local[at, 1] != center:
                 at = (at + 1) & local_mask
             if local[at, 0] != mark:

@@ -58,10 +58,6 @@ def _partitions(total_bytes: float, workers: int) -> int:
     return math.ceil(count / workers) * workers
 
 
-def _first(pair: tuple[int, Any]) -> int:
-    return pair[0]
-
-
 def source_files(
     summaries: Sequence[str], earlier: Sequence[str] = (), shards: Sequence[int] | None = None
 ) -> tuple[list[SourceFile], dict[str, pq.FileMetaData]]:
@@ -224,8 +220,9 @@ def find_duplicates(
         # worker count) then starts at once, and the other workers decide the rest beside it;
         # in partition order it could start last, with the other workers idle through it.
         largest_first = [int(p) for p in np.argsort(-partition_rows, kind="stable")]
-        ordered = zip(largest_first, executor.map(clusterer, largest_first, light=True), strict=True)
-        cluster_results = [result for _, result in sorted(ordered, key=_first)]
+        results_largest_first = executor.map(clusterer, largest_first, light=True)
+        by_partition = dict(zip(largest_first, results_largest_first, strict=True))
+        cluster_results = [by_partition[p] for p in range(cluster_partitions)]
         for partition_counts, peak in cluster_results:
             worker_peak = max(worker_peak, peak)
             largest.append(partition_counts.pop("largest"))

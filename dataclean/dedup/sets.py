@@ -30,7 +30,7 @@ import numpy as np
 
 from dataclean.jit import helper
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, 2**64 / golden ratio
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing's multiplier, 2**64 / golden ratio
 COUNTER_BITS = 20  # shingle frequencies: at most 1M one-byte counters (1 MB, a core's L2 cache)
 _SLACK = 1e-9  # t * n computed in floating point: 0.7 * 10 is 7.000000000000001, not over 7
 
@@ -160,7 +160,7 @@ def _bitmap_kernel(sets, set_offsets, bitmaps):  # type: ignore[no-untyped-def]
 
 @helper
 def _bit(value: np.uint32) -> int:
-    return np.int64((np.uint64(value) * _GOLDEN) >> np.uint64(57))
+    return np.int64((np.uint64(value) * GOLDEN) >> np.uint64(57))
 
 
 @helper
@@ -251,7 +251,7 @@ def table_bits(size: int) -> int:
 def slot(keys: np.ndarray, filled: np.ndarray, key: np.uint64, bits: int) -> int:
     """Where `key` is in an open-addressing table (linear probing), or the empty slot it would go to."""
     mask = (1 << bits) - 1
-    i = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+    i = np.int64((key * GOLDEN) >> np.uint64(64 - bits))
     while filled[i] and keys[i] != key:
         i = (i + 1) & mask
     return i
@@ -314,7 +314,7 @@ def _positions_kernel(values, keys, table_keys, table_filled, table_index, bits,
 
 @helper
 def _counter(value: np.uint32, bits: int) -> int:
-    return np.int64((np.uint64(value) * _GOLDEN) >> np.uint64(64 - bits))
+    return np.int64((np.uint64(value) * GOLDEN) >> np.uint64(64 - bits))
 
 
 @helper

@@ -58,6 +58,7 @@ from dataclean.dedup.centers import (
 )
 from dataclean.dedup.sets import (
     COUNTER_BITS,
+    GOLDEN,
     PositionTable,
     count_kernel,
     find_positions,
@@ -412,19 +413,13 @@ def _spill_sets(
     shingles counted: the component's frequencies (`dataclean.dedup.sets` counters)."""
     bits = COUNTER_BITS
     counters = np.zeros(1 << bits if verify else 1, dtype=np.uint8)
-    ranges = list(chunks(lengths, 0, len(members), chunk))
-
-    def read(index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        first, last = ranges[index]
+    for first, last in chunks(lengths, 0, len(members), chunk):
         sets, set_offsets = reader.sketches(members[first:last])
         stats.saw(last - first, len(sets))
-        if not verify:
-            return sets, set_offsets, None
-        sets, set_offsets = sorted_sets(sets, set_offsets)
-        return sets, set_offsets, set_bitmaps(sets, set_offsets)
-
-    for sets, set_offsets, bitmaps in map(read, range(len(ranges))):
+        bitmaps = None
         if verify:
+            sets, set_offsets = sorted_sets(sets, set_offsets)
+            bitmaps = set_bitmaps(sets, set_offsets)
             count_kernel(sets, set_offsets, counters, bits)
         spill.add(sets, set_offsets, bitmaps)
     return counters, bits
@@ -461,17 +456,14 @@ def _shared_prefixes(
         paths = [os.path.join(folder, f"{part:05d}") for part in range(parts)]
         spills = [stack.enter_context(open(path, "wb")) for path in paths] if parts > 1 else []
         held: list[np.ndarray] = []
-
-        def select(index: int) -> np.ndarray:
+        for index in range(len(spill.pieces)):
             sets, set_offsets = spill.read(index)
             stats.saw(len(set_offsets) - 1, len(sets))
-            return _prefixes(sets, set_offsets, threshold, counters)[0]
-
-        for prefixes in map(select, range(len(spill.pieces))):
+            prefixes, _ = _prefixes(sets, set_offsets, threshold, counters)
             if parts == 1:
                 held.append(prefixes)
                 continue
-            part_of = ((prefixes * _GOLDEN) % np.uint64(parts)).astype(np.int64)
+            part_of = ((prefixes * GOLDEN) % np.uint64(parts)).astype(np.int64)
             ordered = prefixes[np.argsort(part_of, kind="stable")]
             sizes = np.bincount(part_of, minlength=parts)
             ends = np.cumsum(sizes)
@@ -497,9 +489,6 @@ def _chunk_tokens(
     keep = find_positions(shared, prefixes) >= 0
     kept_offsets = np.concatenate([[0], np.cumsum(keep)])[offsets].astype(np.int64)
     return prefixes[keep], kept_offsets
-
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @nb.njit(cache=True, nogil=True)
