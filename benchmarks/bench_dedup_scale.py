@@ -29,17 +29,32 @@ import itertools
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import corpus as data
+from benchmarks import shaped_corpus
 from benchmarks.bench_scale import corpus_for, growth, run_config
 
 
-def run_size(work: Path, docs: int, shards: int) -> dict[str, Any]:
-    corpus = corpus_for(work, docs, shards)
+def shaped_for(work: Path, docs: int) -> Path:
+    """The corpus of constant shape (`benchmarks.shaped_corpus`) of `docs` documents, cached."""
+    folder = work / f"shaped-{docs}"
+    started = time.perf_counter()
+    shaped_corpus.build(folder, docs)
+    size = sum(p.stat().st_size for p in folder.glob("*.parquet")) / 1e6
+    print(
+        f"corpus: {docs:,} shaped documents, {size:.0f} MB Parquet ({time.perf_counter() - started:.0f} s)",
+        flush=True,
+    )
+    return folder
+
+
+def run_size(work: Path, docs: int, shards: int, shape: str) -> dict[str, Any]:
+    corpus = shaped_for(work, docs) if shape == "shaped" else corpus_for(work, docs, shards)
     out = work / "out-dedup-scale"
     result = run_config(corpus, out, "ray", 2, extra=("--only", "dedup"))
     stats = json.loads((out / "stats.json").read_text())
@@ -68,7 +83,14 @@ def main() -> None:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
-    parser.add_argument("--rows-per-shard", type=int, default=25_000)
+    parser.add_argument(
+        "--corpus",
+        choices=("shaped", "pool"),
+        default="shaped",
+        help="shaped: the same shares of copies and site pages at every size (default); pool: "
+        "bench_scale's documents from one pool of sentences, which share more as the corpus grows",
+    )
+    parser.add_argument("--rows-per-shard", type=int, default=25_000, help="pool corpus only")
     parser.add_argument("--work", type=Path, default=Path("/tmp/dataclean-scale"))
     parser.add_argument("--json", type=Path, help="write the results here")
     data.add_data_argument(parser)
@@ -81,7 +103,7 @@ def main() -> None:
     print(header + "  fit seconds by step", flush=True)
     runs = []
     for docs in args.sizes:
-        result = run_size(args.work, docs, max(2, docs // args.rows_per_shard))
+        result = run_size(args.work, docs, max(2, docs // args.rows_per_shard), args.corpus)
         runs.append(result)
         print(
             f"{result['rows_in']:>10,} {result['seconds']:8.1f} "
@@ -94,7 +116,8 @@ def main() -> None:
         )
         print(
             f"{'':>10} fit tasks' peak MB by step: {result['fit_peak_mb_by_step']}; candidates "
-            f"{result['candidates']:,}, largest component {result['largest_component'] or 0:,} rows",
+            f"{result['candidates']:,}, largest component {result['largest_component'] or 0:,} rows, "
+            f"dropped {result['dropped']:,} ({result['dropped'] / result['rows_in']:.1%})",
             flush=True,
         )
     exponents = {}

@@ -64,6 +64,23 @@ def largest_clusters(
     return clusters
 
 
+def cluster_sizes(kind: np.ndarray, target: np.ndarray, dropped_kinds: Sequence[int]) -> dict[int, int]:
+    """How many clusters of each size (the kept row and the rows naming it) one partition's
+    decisions hold: the report's size counts without a table of every kept id on the driver."""
+    dropped = np.flatnonzero(np.isin(kind, dropped_kinds))
+    if len(dropped) == 0:
+        return {}
+    named = np.bincount(target[dropped], minlength=len(kind))
+    sizes, clusters = np.unique(named[named > 0] + 1, return_counts=True)
+    return {int(size): int(count) for size, count in zip(sizes, clusters, strict=True)}
+
+
+def add_sizes(total: Counter[int], part: Mapping[int, int]) -> Counter[int]:
+    """Add a partition's cluster size counts (`cluster_sizes`)."""
+    total.update(part)
+    return total
+
+
 def merge_largest(parts: Iterable[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The largest clusters of all partitions: by size, then kept id."""
     merged = [cluster for part in parts for cluster in part]

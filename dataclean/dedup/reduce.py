@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from dataclean.dedup.alarms import add_counts, merge_largest, source_shares
+from dataclean.dedup.alarms import add_counts, add_sizes, merge_largest, source_shares
 from dataclean.dedup.connect import LabelNodes, Rounds, fingerprint, run_rounds
 from dataclean.dedup.partition import (
     PartitionKeys,
@@ -215,6 +215,7 @@ def find_duplicates(
     largest_component = 0
     largest: list[list[dict[str, Any]]] = []
     removed_by_source: Counter[str] | None = Counter()
+    sizes: Counter[int] = Counter()
     if gather_sources:
         # The largest partitions first: one holding a giant component (one task whatever the
         # worker count) then starts at once, and the other workers decide the rest beside it;
@@ -226,6 +227,7 @@ def find_duplicates(
         for partition_counts, peak in cluster_results:
             worker_peak = max(worker_peak, peak)
             largest.append(partition_counts.pop("largest"))
+            sizes = add_sizes(sizes, partition_counts.pop("cluster_sizes"))
             removed_by_source = add_counts(removed_by_source, partition_counts.pop("removed_by_source"))
             largest_component = max(largest_component, partition_counts.pop("largest_component"))
             for name, value in partition_counts.items():
@@ -247,6 +249,8 @@ def find_duplicates(
         "near_duplicate_of": counts.get("near_duplicate_of", 0),
         "comparisons": counts.get("comparisons", 0),
         "largest_clusters": merge_largest(largest),
+        # [size, clusters of that size], for the report (`dataclean.report.clusters`).
+        "cluster_sizes": sorted([size, count] for size, count in sizes.items()),
         "source_shares": source_shares(rows_by_source, removed_by_source),
         "seconds": seconds,
         "peak_worker_bytes": worker_peak,

@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataclean.dedup.alarms import largest_clusters, source_counts
+from dataclean.dedup.alarms import cluster_sizes, largest_clusters, source_counts
 from dataclean.dedup.candidates import PartitionRows
 from dataclean.dedup.centers import (
     EMPTY,
@@ -193,6 +193,7 @@ class ClusterCandidates:
         # count shortens (`dataclean.dedup.stream`).
         counts["largest_component"] = int(np.diff(component_bounds(table.column("root").to_numpy())).max())
         counts["largest"] = largest_clusters(ids, kind, target, (EXACT, NEAR))
+        counts["cluster_sizes"] = cluster_sizes(kind, target, (EXACT, NEAR))
         removed = np.isin(kind, (EXACT, NEAR)) & ~table.column("earlier").to_numpy(False)
         counts["removed_by_source"] = source_counts(table.column("source"), removed)
         return counts, peak_memory_bytes()

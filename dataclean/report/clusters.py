@@ -58,8 +58,17 @@ class ClusterSummary:
 
 
 def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
-    """None when the run has neither a dedup stage nor duplicate drops."""
+    """None when the run has neither a dedup stage nor duplicate drops.
+
+    The sizes and the largest clusters come from the dedup fit's statistics when they account
+    for every duplicate the exclusion log holds (`_fit_sizes`): counting them from the log needs
+    a table of every kept id that has duplicates, which grew with the corpus (400 MB at 10M
+    documents with 1.1M such ids) and was the driver's peak. Else they are counted from the log.
+    """
     summary = ClusterSummary()
+    deduplicator = output.producer(C.DUP_CLUSTER)
+    fit = output.stage_stats(deduplicator).get("fit") or {}
+    from_fit = _fit_sizes(output, fit, largest)
     partial: list[pa.Table] = []
     for table in tables(output.files[EXCLUDED], [C.REASON, C.DUP_SCORE]):
         if C.REASON not in table.column_names:
@@ -68,13 +77,14 @@ def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
         matched = pc.is_valid(found)
         if not pc.any(matched).as_py():
             continue
-        found = found.filter(matched)
-        kinds = pc.struct_field(found, "kind")
-        partial.append(
-            pa.table({"target": pc.struct_field(found, "target"), "kind": kinds})
-            .group_by(["target", "kind"])
-            .aggregate([([], "count_all")])
-        )
+        if from_fit is None:
+            found = found.filter(matched)
+            kinds = pc.struct_field(found, "kind")
+            partial.append(
+                pa.table({"target": pc.struct_field(found, "target"), "kind": kinds})
+                .group_by(["target", "kind"])
+                .aggregate([([], "count_all")])
+            )
         if C.DUP_SCORE in table.column_names:
             near = pc.and_(matched, pc.match_substring(table.column(C.REASON).fill_null(""), f":{NEAR}:"))
             scores = table.column(C.DUP_SCORE).filter(near).cast(pa.float64()).fill_null(np.nan)
@@ -82,8 +92,9 @@ def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
     for table in tables(output.files[DATA], [C.DUP_CLUSTER]):
         column = table.column(C.DUP_CLUSTER)
         summary.kept_with_cluster += len(column) - column.null_count
-    deduplicator = output.producer(C.DUP_CLUSTER)
-    if not partial and deduplicator is None:
+    if from_fit is not None:
+        summary.sizes, summary.exact, summary.near, summary.largest = from_fit
+    elif not partial and deduplicator is None:
         return None
     if partial:
         counts = pa.concat_tables(partial).group_by(["target", "kind"]).aggregate([("count_all", "sum")])
@@ -111,10 +122,28 @@ def cluster_summary(output: Output, largest: int = 10) -> ClusterSummary | None:
             Cluster(str(target), int(e), int(n))
             for target, e, n in zip(*(top.column(i).to_pylist() for i in range(3)), strict=True)
         ]
-    fit = output.stage_stats(deduplicator).get("fit") or {}
     summary.members = {cluster["kept"]: cluster["members"] for cluster in fit.get("largest_clusters", [])}
     summary.source_shares = fit.get("source_shares")
     summary.warnings = list(fit.get("warnings", []))
     threshold = output.stage_params(deduplicator).get("threshold")
     summary.threshold = float(threshold) if isinstance(threshold, (int, float)) else None
     return summary
+
+
+def _fit_sizes(
+    output: Output, fit: dict[str, Any], largest: int
+) -> tuple[dict[int, int], int, int, list[Cluster]] | None:
+    """(sizes, exact, near, largest clusters) from a dedup fit's statistics (`cluster_sizes`,
+    `largest_clusters`, `dataclean.dedup.alarms`), or None when the fit has no size counts or
+    its duplicates are not all the run's (the run's reason counts hold others: another stage's,
+    or rows of an earlier run), so that the log must be counted."""
+    if "cluster_sizes" not in fit:
+        return None
+    exact, near = int(fit.get(EXACT, 0)), int(fit.get(NEAR, 0))
+    reasons = output.stats.get("reasons", {})
+    in_log = sum(count for reason, count in reasons.items() if reason.split(":")[-1] in (EXACT, NEAR))
+    sizes = {int(size): int(count) for size, count in fit["cluster_sizes"]}
+    if in_log != exact + near or sum((size - 1) * count for size, count in sizes.items()) != in_log:
+        return None
+    top = [Cluster(str(c["kept"]), int(c["exact"]), int(c["near"])) for c in fit.get("largest_clusters", [])]
+    return sizes, exact, near, top[:largest]

@@ -170,6 +170,31 @@ def test_duplicate_clusters_from_reasons(synthetic_out: Path) -> None:
     assert clusters.kept_with_cluster == sum(1 for r in read_rows(synthetic_out / "data") if r[C.DUP_CLUSTER])
 
 
+def test_cluster_sizes_from_the_fit_equal_the_exclusion_logs(tmp_path: Path) -> None:
+    """A run's dedup fit counts its clusters' sizes (no table of every kept id on the driver);
+    the report takes them from there, and they are what counting the exclusion log gives."""
+    from dataclean.report.clusters import _fit_sizes, cluster_summary
+    from dataclean.stages.dedup import DropDuplicates
+    from tests.stages.test_dedup_stage import corpus
+
+    source = tmp_path / "in.parquet"
+    pq.write_table(corpus(), source)
+    run_pipeline([str(source)], str(tmp_path / "out"), [DropDuplicates()], LocalExecutor())
+    output = load_output(str(tmp_path / "out"))
+    fit = output.stage_stats("dedup")["fit"]
+    assert _fit_sizes(output, fit, 10) is not None
+    from_fit = cluster_summary(output)
+    del fit["cluster_sizes"]
+    for stage in output.stats["stages"]:
+        stage.get("fit", {}).pop("cluster_sizes", None)
+    from_log = cluster_summary(output)
+    assert from_fit is not None and from_log is not None and from_log.exact + from_log.near > 10
+    assert (from_fit.sizes, from_fit.exact, from_fit.near) == (from_log.sizes, from_log.exact, from_log.near)
+    assert [(c.kept_id, c.exact, c.near) for c in from_fit.largest] == [
+        (c.kept_id, c.exact, c.near) for c in from_log.largest
+    ]
+
+
 def test_a_report_failure_does_not_fail_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
