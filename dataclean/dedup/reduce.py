@@ -47,6 +47,20 @@ from dataclean.executors.base import Executor
 from dataclean.io.files import fresh_folder, make_dirs, parquet_metadata, remove_tree
 
 PARTITION_BYTES = 64 << 20
+# Edge files have a partition count of their own, this many times fewer than the key pairs'.
+# A star edge is one of a bucket's (key, node) pairs, so the edges are a fraction of the pairs
+# (9.9% at 10M documents of benchmarks/shaped_corpus.py), and a task reads its edge partition in
+# pieces of `pieces.PIECE_EDGES` edges whatever its size, so that count is chosen for the
+# workers, not for memory. Each components round's task reads batch p of every file of the
+# previous round, P x P reads a round: with the key pairs' count that was the fit's fastest
+# growing cost (34,596 reads in 7 rounds at 10M documents, 10x those at 3M).
+EDGE_SHARE = 8
+# A clustering task holds its partition's small columns (`dataclean.dedup.candidates`: these
+# bytes a row besides the id and source) and reads sketches a chunk at a time, so its partitions
+# are sized by the small columns, not by the sketches: sized by the sketches (about 5x the bytes),
+# each of 52 tasks at 10M documents read every one of 400 candidate files twice, files x
+# partitions reads that made the cluster step grow as the square of the corpus.
+SMALL_ROW_BYTES = 64
 
 
 def _partitions(total_bytes: float, workers: int) -> int:
@@ -138,14 +152,16 @@ def find_duplicates(
     nodes = sum(source.rows for source in files)
     workers = executor.workers
 
-    key_partitions = _partitions(nodes * _row_bytes(files, footers, {"keys"}) * 2, workers)
+    key_bytes = nodes * _row_bytes(files, footers, {"keys"}) * 2
+    key_partitions = _partitions(key_bytes, workers)
+    edge_partitions = _partitions(key_bytes / EDGE_SHARE, workers)
     # What the persisted rounds depend on: the summary files (with their bytes, which change with
     # the band settings) and the partition count; a fit with other inputs starts afresh.
     described = [
         [source.path, source.rows, source.earlier, source.shard, _stored_bytes(footers[source.path])]
         for source in all_files
     ]
-    rounds = Rounds(posixpath.join(scratch, "components"), fingerprint([described, key_partitions]))
+    rounds = Rounds(posixpath.join(scratch, "components"), fingerprint([described, key_partitions, edge_partitions]))
     if rounds.resumed_from is None:
         pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
         mapper = PartitionKeys(pairs_folder, key_partitions)
@@ -156,7 +172,7 @@ def find_duplicates(
             by_source = add_counts(by_source, sources)
         lap("partition")
         reducer = ReduceEdges(
-            tuple(mapper.path(source.index) for source in files), rounds.begin(0), key_partitions
+            tuple(mapper.path(source.index) for source in files), rounds.begin(0), edge_partitions
         )
         reduced = executor.map(reducer, range(key_partitions), light=True)
         worker_peak = max([worker_peak, *(peak for _, peak in reduced)])
@@ -173,17 +189,17 @@ def find_duplicates(
     found_sources = edges_stats["rows_by_source"]
     rows_by_source = None if found_sources is None else Counter[str](found_sources)
 
-    stars, round_count, peak = run_rounds(executor, rounds, key_partitions)
+    stars, round_count, peak = run_rounds(executor, rounds, edge_partitions)
     worker_peak = max(worker_peak, peak)
     starts = tuple(source.offset for source in all_files)
     labeller = LabelNodes(stars, fresh_folder(posixpath.join(scratch, "labels")), starts)
-    labelled = executor.map(labeller, range(key_partitions), light=True)
+    labelled = executor.map(labeller, range(edge_partitions), light=True)
     worker_peak = max([worker_peak, *(peak for _, peak in labelled)])
     per_file = np.zeros(len(all_files), dtype=np.int64)
     for file_counts, _ in labelled:
         per_file += np.asarray(file_counts, dtype=np.int64)
     remove_tree(rounds.folder)
-    label_files = tuple(labeller.path(partition) for partition in range(key_partitions))
+    label_files = tuple(labeller.path(partition) for partition in range(edge_partitions))
     gather_sources = [source for source in files if per_file[source.index] > 0]
     candidates = int(per_file.sum())
     lap("components")
@@ -193,7 +209,7 @@ def find_duplicates(
     # processes (a rerun into the same output) must not find the earlier ones.
     decisions_folder = posixpath.join(fresh_folder(posixpath.join(scratch, "decisions")), uuid.uuid4().hex)
     make_dirs(decisions_folder)
-    row_bytes = _row_bytes(gather_sources, footers, {"id", "exact", "keys", "priority", "sketch"})
+    row_bytes = _row_bytes(gather_sources, footers, {"id", "source"}) + SMALL_ROW_BYTES
     cluster_partitions = _partitions(candidates * row_bytes * 2, workers)
     gatherer = GatherCandidates(label_files, candidates_folder, cluster_partitions)
     results = executor.map(gatherer, gather_sources, light=True)
@@ -241,7 +257,7 @@ def find_duplicates(
         "edges": edges_stats["edges"],
         "component_rounds": round_count,
         "resumed_from_round": resumed_from,
-        "partitions": [key_partitions, cluster_partitions],
+        "partitions": [key_partitions, edge_partitions, cluster_partitions],
         "candidates": candidates,
         "largest_component": largest_component,
         "kept_in_clusters": counts.get("kept", 0),
