@@ -1,25 +1,29 @@
 """Dedup alone at growing sizes: wall time, driver and largest-worker memory, rounds.
 
-    python benchmarks/bench_dedup_scale.py [--sizes 100000 300000 1000000] [--rows-per-shard 25000]
+    python benchmarks/bench_dedup_scale.py [--sizes 100000 300000 1000000] [--corpus shaped|pool]
                                            [--work /tmp/dataclean-scale] [--data PATH]
 
-Corpora: bench_scale's (short documents of 1-4 real sentences, 8% exact and 8% near copies;
-cached per size under --work), cut into shards of `--rows-per-shard` rows, so a task's input
-stays the same size as the corpus grows and what grows with the corpus shows. Each size is one
-`dataclean run CORPUS -o OUT --only dedup --workers 2` (embedded Ray) in a fresh process, timed
-from launch to exit, memory of the driver and of every Ray worker sampled every 0.5 s
-(`bench_scale.run_measured`: resident, and resident without file pages, "anon": a large
-component's task maps its spilled sets, which the system's file cache holds), CPU seconds of
-every process. Also from stats.json's dedup `fit` entry: the fit's seconds by step, the
+Corpora (cached per size under --work):
+- `shaped` (the default): `benchmarks/shaped_corpus.py`, the same shares of exact copies, near
+  copies and template pages at every size, in shards of 25,000 rows, so what grows with the
+  corpus is the machinery's cost, not the task;
+- `pool`: bench_scale's short documents of 1-4 real sentences from one pool of about 80,000, 8%
+  exact and 8% near copies of the first 200,000 documents, cut into shards of
+  `--rows-per-shard` rows: the larger, the more its documents share (at 10M one LSH component
+  holds 54% of the rows): the stress case of a percolating candidate graph.
+Each size is one `dataclean run CORPUS -o OUT --only dedup --workers 2` (embedded Ray) in a
+fresh process, timed from launch to exit, memory of the driver and of every Ray worker sampled
+every 0.5 s (`bench_scale.run_measured`: resident, and resident without file pages, "anon": a
+large component's task maps its spilled sets, which the system's file cache holds), CPU seconds
+of every process. Also from stats.json's dedup `fit` entry: the fit's seconds by step, the
 connected-components rounds, candidates, the largest component's rows, and the peak memory the
 fit's tasks and the driver report (VmHWM), with the step whose tasks raised it. Growth
 exponents are the least-squares slope of log value against log documents (1.0 is linear;
 memory flat is 0), over all sizes and from each size to the next (seconds and CPU).
 
-Disk and time at 10M (`--sizes ... 10000000`): the corpus is 2.4 GB of Parquet (built once,
-single-threaded: 500 s at `nice 10` on a busy machine), the run's summaries and scratch about
-10 GB more (3M: 1.9 GB of summaries and 1 GB of candidate files at once); the run took 12-15
-minutes on 2 busy cores (docs/scaling.md, "The curve to 10M").
+Disk and time at 10M (`--sizes ... 10000000`): the shaped corpus is 2.6 GB of Parquet (built in
+about 75 s on 2 cores), the pool corpus 2.4 GB (single-threaded: 500 s at `nice 10` on a busy
+machine); a run's summaries and scratch about 10 GB more. Figures: docs/scaling.md.
 """
 
 from __future__ import annotations
