@@ -18,7 +18,8 @@ Memory bounds: the driver holds nothing per row (per task a few counts, per summ
 candidate count, the largest clusters, per-source counts up to `alarms.MAX_SOURCES`); a worker
 holds one summary file's columns or one partition (for clustering, its small columns, and
 sketches a chunk at a time: `dataclean.dedup.verify`), and applying the decisions, one shard's.
-Partition counts are chosen so a partition is about `PARTITION_BYTES`.
+Partition counts are chosen so a partition is about `PARTITION_BYTES`: of key pairs; of edges,
+`EDGE_SHARE` times fewer partitions; of the small columns a clustering task holds (below).
 """
 
 from __future__ import annotations
@@ -161,7 +162,9 @@ def find_duplicates(
         [source.path, source.rows, source.earlier, source.shard, _stored_bytes(footers[source.path])]
         for source in all_files
     ]
-    rounds = Rounds(posixpath.join(scratch, "components"), fingerprint([described, key_partitions, edge_partitions]))
+    rounds = Rounds(
+        posixpath.join(scratch, "components"), fingerprint([described, key_partitions, edge_partitions])
+    )
     if rounds.resumed_from is None:
         pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
         mapper = PartitionKeys(pairs_folder, key_partitions)
