@@ -1,8 +1,9 @@
 """The shuffle: group (key, node) pairs of every summary file by key, in hash-partitioned files.
 
 Every summary row gets a dense integer `node` (its file's row offset plus its row number). A map
-task per summary file (`PartitionKeys`) writes one Arrow IPC file whose record batch p holds the
-(key, node) pairs with key % partitions == p; a reduce task per partition (`ReduceEdges`) reads
+task per group of consecutive summary files (`PartitionKeys`; groups of about
+`reduce.MAP_BYTES` of keys) writes one Arrow IPC file whose record batch p holds the (key, node)
+pairs with key % partitions == p; a reduce task per partition (`ReduceEdges`) reads
 batch p of every file, sorts by (key, node) and turns each bucket of equal keys into star edges
 from every member to the bucket's smallest node, which connect the same components as all pairs
 (k - 1 edges per bucket instead of k(k - 1)/2), written in both directions and filed by node
@@ -12,7 +13,7 @@ store or Ray Data's groupby: on this machine those were 2-8x slower and spilled
 is on (`dataclean.io.files`); a reduce task reads one record batch of each file, which is a
 ranged read on an object store and a memory map on a local disk.
 
-Memory per task: a map task holds one file's pairs twice (16 B x rows x keys per row); a reduce
+Memory per task: a map task holds its group's pairs twice (16 B x rows x keys per row); a reduce
 task holds its partition (16 B x all pairs / partitions) plus a sort permutation.
 """
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import posixpath
 import resource
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,7 +129,10 @@ def write_edges(path: str, first: np.ndarray, second: np.ndarray, partitions: in
 
 @dataclass(frozen=True)
 class PartitionKeys:
-    """Map task: one summary file -> its (key, node) pairs, hash-partitioned into one IPC file."""
+    """Map task: a group of summary files -> their (key, node) pairs, hash-partitioned into one
+    IPC file named by the group's first file. One file per group, not per summary file: the
+    edges step reads batch p of every pair file, files x partitions reads (each opens a file and
+    parses its footer) that grew as the square of the corpus."""
 
     folder: str
     partitions: int
@@ -134,19 +140,27 @@ class PartitionKeys:
     def path(self, index: int) -> str:
         return posixpath.join(self.folder, f"{index:06d}.arrow")
 
-    def __call__(self, source: SourceFile) -> tuple[int, int, dict[str, int]]:
-        """Pairs written, peak memory, and the file's rows per source (`dataclean.dedup.alarms`;
+    def __call__(self, group: Sequence[SourceFile]) -> tuple[int, int, dict[str, int]]:
+        """Pairs written, peak memory, and the group's rows per source (`dataclean.dedup.alarms`;
         none for an earlier output's rows, which are not this run's)."""
-        summary = read_parquet(source.path, columns=["keys", "source"], schema=_KEYS_SOURCE)
-        column = summary.column("keys")
-        sources = {} if source.earlier else source_counts(summary.column("source"))
-        keys, offsets = flat_lists(column)
-        keys = keys.astype(np.uint64, copy=False)
-        nodes = np.repeat(np.arange(source.offset, source.offset + source.rows), np.diff(offsets))
+        all_keys, all_nodes = [], []
+        sources: Counter[str] = Counter()
+        for source in group:
+            summary = read_parquet(source.path, columns=["keys", "source"], schema=_KEYS_SOURCE)
+            if not source.earlier:
+                sources.update(source_counts(summary.column("source")))
+            keys, offsets = flat_lists(summary.column("keys"))
+            all_keys.append(keys.astype(np.uint64, copy=False))
+            all_nodes.append(
+                np.repeat(np.arange(source.offset, source.offset + source.rows), np.diff(offsets))
+            )
+            del summary
+        keys, nodes = np.concatenate(all_keys), np.concatenate(all_nodes)
+        del all_keys, all_nodes
         partition = (keys % np.uint64(self.partitions)).astype(np.int64)
         table = pa.table({"key": keys, "node": nodes}, schema=PAIR_SCHEMA)
-        write_partitioned(self.path(source.index), table, partition, self.partitions)
-        return len(keys), peak_memory_bytes(), sources
+        write_partitioned(self.path(group[0].index), table, partition, self.partitions)
+        return len(keys), peak_memory_bytes(), dict(sources)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The distributed reduce behind `DropDuplicates.fit`: summaries in, decision files out.
 
 Steps (every one a map on the executor; the driver only sums what the tasks return):
-1. `PartitionKeys` per summary file: (key, node) pairs into a hash-partitioned file.
+1. `PartitionKeys` per group of summary files (`map_groups`): (key, node) pairs into a
+   hash-partitioned file.
 2. `ReduceEdges` per partition: star edges, filed by node in both directions.
 3. Components (`dataclean.dedup.connect`): large-star / small-star rounds, a map over the edge
    partitions each, persisted so a restarted fit resumes after the last complete round; then
@@ -62,6 +63,11 @@ EDGE_SHARE = 8
 # each of 52 tasks at 10M documents read every one of 400 candidate files twice, files x
 # partitions reads that made the cluster step grow as the square of the corpus.
 SMALL_ROW_BYTES = 64
+# The shuffle's map task takes consecutive summary files until their keys (uncompressed, from the
+# Parquet footers) reach this many bytes: a pair file per group instead of per summary file, so
+# the edges step's files x partitions reads shrink by the group's size (about 3 files of 25,000
+# short documents); the task holds its group's pairs, 2x these bytes, twice.
+MAP_BYTES = 16 << 20
 
 
 def _partitions(total_bytes: float, workers: int) -> int:
@@ -95,19 +101,43 @@ def source_files(
     return files, footers
 
 
+def _column_bytes(metadata: pq.FileMetaData, columns: set[str]) -> int:
+    """Uncompressed bytes of some columns of one Parquet file (from its footer)."""
+    total = 0
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            if chunk.path_in_schema.split(".")[0] in columns:
+                total += chunk.total_uncompressed_size
+    return total
+
+
 def _row_bytes(files: Sequence[SourceFile], footers: dict[str, pq.FileMetaData], columns: set[str]) -> float:
     """Average uncompressed bytes per row of some summary columns (from Parquet footers)."""
-    total = rows = 0
-    for source in files:
-        metadata = footers[source.path]
-        rows += metadata.num_rows
-        for group in range(metadata.num_row_groups):
-            row_group = metadata.row_group(group)
-            for column in range(row_group.num_columns):
-                chunk = row_group.column(column)
-                if chunk.path_in_schema.split(".")[0] in columns:
-                    total += chunk.total_uncompressed_size
+    total = sum(_column_bytes(footers[source.path], columns) for source in files)
+    rows: int = sum(footers[source.path].num_rows for source in files)
     return total / max(rows, 1)
+
+
+def map_groups(
+    files: Sequence[SourceFile], footers: dict[str, pq.FileMetaData], budget: int = MAP_BYTES
+) -> list[tuple[SourceFile, ...]]:
+    """Consecutive summary files in groups whose keys take at most `budget` bytes (a larger file
+    is a group of its own)."""
+    groups: list[tuple[SourceFile, ...]] = []
+    current: list[SourceFile] = []
+    held = 0
+    for source in files:
+        size = _column_bytes(footers[source.path], {"keys"})
+        if current and held + size > budget:
+            groups.append(tuple(current))
+            current, held = [], 0
+        current.append(source)
+        held += size
+    if current:
+        groups.append(tuple(current))
+    return groups
 
 
 def _stored_bytes(footer: pq.FileMetaData) -> int:
@@ -168,14 +198,15 @@ def find_duplicates(
     if rounds.resumed_from is None:
         pairs_folder = fresh_folder(posixpath.join(scratch, "pairs"))
         mapper = PartitionKeys(pairs_folder, key_partitions)
-        mapped = executor.map(mapper, files, light=True)
+        groups = map_groups(files, footers, MAP_BYTES)
+        mapped = executor.map(mapper, groups, light=True)
         worker_peak = max([worker_peak, *(peak for _, peak, _ in mapped)])
         by_source: Counter[str] | None = Counter()
         for _, _, sources in mapped:
             by_source = add_counts(by_source, sources)
         lap("partition")
         reducer = ReduceEdges(
-            tuple(mapper.path(source.index) for source in files), rounds.begin(0), edge_partitions
+            tuple(mapper.path(group[0].index) for group in groups), rounds.begin(0), edge_partitions
         )
         reduced = executor.map(reducer, range(key_partitions), light=True)
         worker_peak = max([worker_peak, *(peak for _, peak in reduced)])

@@ -122,6 +122,28 @@ def test_same_result_with_one_or_four_shards(tmp_path: Path) -> None:
     assert one == four
 
 
+def test_same_result_whatever_the_shuffles_map_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shuffle's map tasks take groups of summary files (`reduce.map_groups`): one file a
+    group or all in one, the same decisions; the groups cover every file once, in order."""
+    from dataclean.dedup import reduce
+
+    table = corpus()
+    (tmp_path / "together").mkdir()
+    (tmp_path / "apart").mkdir()
+    together = decisions(run(DropDuplicates(), table, tmp_path / "together", shards=5))
+    monkeypatch.setattr(reduce, "MAP_BYTES", 1)
+    apart = decisions(run(DropDuplicates(), table, tmp_path / "apart", shards=5))
+    assert together == apart and sum(1 for reason, _ in apart.values() if reason) == 32
+    summaries = sorted(str(path) for path in (tmp_path / "apart").glob("run-5-*/summary-*.parquet"))
+    files, footers = reduce.source_files(summaries)
+    for budget, sizes in ((1, [1] * 5), (1 << 30, [5])):
+        groups = reduce.map_groups(files, footers, budget)
+        assert [len(group) for group in groups] == sizes
+        assert [source.index for group in groups for source in group] == list(range(5))
+
+
 def test_exact_duplicates_across_shards_keep_the_smallest_id(tmp_path: Path) -> None:
     table = pa.table(
         {
