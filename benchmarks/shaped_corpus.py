@@ -13,8 +13,8 @@ share is fixed, at every size:
   real frequencies and real pairs, while longer n-grams repeat about as often as in text of that
   size, not more as the corpus grows;
 - exact copies (8%) and near copies (8%: one word, or character, replaced) of a unique document
-  of the same shard or the one before (shards of `ROWS_PER_SHARD`), so clusters of copies have
-  the same sizes at every corpus size;
+  or a site page of the same shard (shards of `ROWS_PER_SHARD`), so clusters of copies have the
+  same sizes at every corpus size;
 - site pages (5%): sites of `SITE_PAGES` pages sharing a template of 60 words (or 120 characters)
   around 40 words (80 characters) of their own, a word 5-gram Jaccard of about 0.4 between two
   pages of a site: under the threshold, but one LSH component per site (the template case of
@@ -109,8 +109,8 @@ def _chains() -> tuple[Chain, Chain]:
 _CHAINS: tuple[Chain, Chain] | None = None
 
 
-def _shard(folder: Path, shard: int, rows: int, seed: int, site_base: int) -> int:
-    """Write shard `shard` of `rows` rows; returns its site pages."""
+def _shard(folder: Path, shard: int, rows: int, seed: int, site_base: int) -> None:
+    """Write shard `shard` of `rows` rows, its site pages numbered from `site_base`."""
     global _CHAINS
     if _CHAINS is None:
         _CHAINS = _chains()
@@ -127,7 +127,8 @@ def _shard(folder: Path, shard: int, rows: int, seed: int, site_base: int) -> in
         zip(_CHAINS, (ENGLISH, CHINESE), strict=True)
     ):
         mine = chinese == bool(language)
-        unique = np.flatnonzero(mine & (kind <= 2))  # copies are filled in below, from these
+        # Copies' rows are drawn too and overwritten below (the corpora measured were drawn so).
+        unique = np.flatnonzero(mine & (kind <= 2))
         draws = rng.integers(*sentence, (len(unique), 4), endpoint=True)
         lengths = (draws * (np.arange(4) < rng.integers(1, 5, len(unique))[:, None])).sum(axis=1)
         texts[unique] = chain.walk(rng, lengths).to_numpy(zero_copy_only=False)
@@ -156,7 +157,6 @@ def _shard(folder: Path, shard: int, rows: int, seed: int, site_base: int) -> in
         pa.table({"id": ids, "text": pa.array(texts.tolist(), pa.string())}),
         folder / f"part-{shard:05d}.parquet",
     )
-    return site_base
 
 
 def _template(chain: Chain, rng: np.random.Generator, size: int) -> tuple[str, str]:

@@ -38,11 +38,9 @@ def largest_clusters(
     ids: pa.Array | pa.ChunkedArray, kind: np.ndarray, target: np.ndarray, dropped_kinds: Sequence[int]
 ) -> list[dict[str, Any]]:
     """The `LARGEST` largest clusters of one partition's decisions (rows in keep order)."""
-    dropped = np.isin(kind, dropped_kinds)
-    if not dropped.any():
+    rows, sizes = _named(kind, target, dropped_kinds)
+    if len(rows) == 0:
         return []
-    rows = np.flatnonzero(dropped)
-    sizes = np.bincount(target[rows], minlength=len(kind))
     keepers = np.flatnonzero(sizes)
     table = pa.table({"kept": ids.take(pa.array(keepers)), "size": sizes[keepers] + 1, "row": keepers})
     top = table.sort_by([("size", "descending"), ("kept", "ascending")]).slice(0, LARGEST)
@@ -67,18 +65,17 @@ def largest_clusters(
 def cluster_sizes(kind: np.ndarray, target: np.ndarray, dropped_kinds: Sequence[int]) -> dict[int, int]:
     """How many clusters of each size (the kept row and the rows naming it) one partition's
     decisions hold: the report's size counts without a table of every kept id on the driver."""
-    dropped = np.flatnonzero(np.isin(kind, dropped_kinds))
-    if len(dropped) == 0:
-        return {}
-    named = np.bincount(target[dropped], minlength=len(kind))
+    _, named = _named(kind, target, dropped_kinds)
     sizes, clusters = np.unique(named[named > 0] + 1, return_counts=True)
     return {int(size): int(count) for size, count in zip(sizes, clusters, strict=True)}
 
 
-def add_sizes(total: Counter[int], part: Mapping[int, int]) -> Counter[int]:
-    """Add a partition's cluster size counts (`cluster_sizes`)."""
-    total.update(part)
-    return total
+def _named(
+    kind: np.ndarray, target: np.ndarray, dropped_kinds: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The dropped rows, and per row how many dropped rows name it as their kept row."""
+    rows = np.flatnonzero(np.isin(kind, dropped_kinds))
+    return rows, np.bincount(target[rows], minlength=len(kind))
 
 
 def merge_largest(parts: Iterable[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from dataclean.dedup.alarms import add_counts, add_sizes, merge_largest, source_shares
+from dataclean.dedup.alarms import add_counts, merge_largest, source_shares
 from dataclean.dedup.connect import LabelNodes, Rounds, fingerprint, run_rounds
 from dataclean.dedup.partition import (
     PartitionKeys,
@@ -121,7 +121,7 @@ def _row_bytes(files: Sequence[SourceFile], footers: dict[str, pq.FileMetaData],
 
 
 def map_groups(
-    files: Sequence[SourceFile], footers: dict[str, pq.FileMetaData], budget: int = MAP_BYTES
+    files: Sequence[SourceFile], footers: dict[str, pq.FileMetaData], budget: int
 ) -> list[tuple[SourceFile, ...]]:
     """Consecutive summary files in groups whose keys take at most `budget` bytes (a larger file
     is a group of its own)."""
@@ -187,7 +187,7 @@ def find_duplicates(
     key_partitions = _partitions(key_bytes, workers)
     edge_partitions = _partitions(key_bytes / EDGE_SHARE, workers)
     # What the persisted rounds depend on: the summary files (with their bytes, which change with
-    # the band settings) and the partition count; a fit with other inputs starts afresh.
+    # the band settings) and the partition counts; a fit with other inputs starts afresh.
     described = [
         [source.path, source.rows, source.earlier, source.shard, _stored_bytes(footers[source.path])]
         for source in all_files
@@ -277,7 +277,7 @@ def find_duplicates(
         for partition_counts, peak in cluster_results:
             worker_peak = max(worker_peak, peak)
             largest.append(partition_counts.pop("largest"))
-            sizes = add_sizes(sizes, partition_counts.pop("cluster_sizes"))
+            sizes.update(partition_counts.pop("cluster_sizes"))
             removed_by_source = add_counts(removed_by_source, partition_counts.pop("removed_by_source"))
             largest_component = max(largest_component, partition_counts.pop("largest_component"))
             for name, value in partition_counts.items():
